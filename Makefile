@@ -1,0 +1,34 @@
+# Set-up and entry points. `make demo` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_HOME := .demo-home
+
+.PHONY: setup demo test lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# The main job: index the bundled sample corpus and search it.
+demo: setup
+	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui add examples/
+	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search "how do I rotate TLS certificates"
+	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search "restore the database to a point in time"
+
+# The whole test suite. pytest's exit code 5 ("no tests collected") fails loudly.
+test: setup
+	@$(BIN)/python -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+lint: setup
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache

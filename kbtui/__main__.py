@@ -1,0 +1,3 @@
+from kbtui.cli import main
+
+main()

@@ -1,0 +1,288 @@
+"""Header-boundary chunking: deterministic, token-aware, provenance-rich.
+
+Each heading opens a section (a level stack keeps the H1 > H2 trail); the
+section's body is cut into overlapping chunks at whichever bound comes first,
+the token budget or the character ceiling, always at the last whitespace
+before the limit. The heading trail is prepended to the text that gets
+embedded ("contextual content") and its cost is taken off the token budget.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+
+from kbtui.extract import Element
+
+# Bumped whenever the same elements would produce different chunks.
+CHUNKER_VERSION = 1
+
+HEADING_SEPARATOR = " > "
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    max_chunk_chars: int = 1200
+    max_chunk_tokens: int = 300
+    overlap_chars: int = 150
+    # When the embedder's context window is known the token budget tightens to
+    # window - reserve (intent prefix + special tokens), never below the floor.
+    window_reserve_tokens: int = 16
+    min_chunk_tokens: int = 48
+
+    def token_budget(self, context_window: int | None) -> int:
+        budget = self.max_chunk_tokens
+        if context_window:
+            budget = min(budget, context_window - self.window_reserve_tokens)
+        return max(budget, self.min_chunk_tokens)
+
+
+@dataclass(frozen=True)
+class SectionSpec:
+    ordinal: int
+    heading_path: str
+    level: int
+    start_offset: int
+    end_offset: int
+    page: int | None
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    chunk_uid: str
+    ordinal: int
+    section_ordinal: int
+    content: str
+    contextual_content: str  # what gets embedded: heading trail + content
+    content_hash: str  # sha256 of contextual_content
+    heading_path: str
+    kind: str
+    language: str | None
+    symbol: str | None
+    page: int | None
+    start_offset: int
+    end_offset: int
+    token_estimate: int
+
+
+def char_weight(ch: str) -> int:
+    """Weight of one character in quarter tokens (so ASCII prose is ~4 chars/token)."""
+    code = ord(ch)
+    if code < 0x80:
+        return 1
+    if (
+        0x2E80 <= code <= 0x9FFF  # CJK radicals .. unified ideographs, kana
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF
+        or 0x20000 <= code <= 0x3FFFF
+    ):
+        return 4
+    if code >= 0x1F000 or unicodedata.category(ch) == "So":
+        return 8  # emoji and symbols: often several byte-pair tokens each
+    return 2
+
+
+def estimate_tokens(text: str) -> int:
+    """Deterministic token estimate: weighted characters / 4, rounded up."""
+    return -(-sum(char_weight(ch) for ch in text) // 4)
+
+
+@dataclass
+class _Span:
+    body_start: int
+    body_end: int
+    element: Element
+
+
+@dataclass
+class _Section:
+    ordinal: int
+    trail: tuple[str, ...]
+    level: int
+    start_offset: int
+    page: int | None
+    body: list[str]
+    spans: list[_Span]
+    body_len: int = 0
+    end_offset: int = 0
+
+
+def chunk_document(
+    document_id: str,
+    elements: list[Element],
+    *,
+    source_path: str = "",
+    settings: ChunkSettings = ChunkSettings(),
+    context_window: int | None = None,
+    parser_version: int = 0,
+) -> tuple[list[SectionSpec], list[ChunkSpec]]:
+    """Split ``elements`` into sections and chunks; same input gives identical output."""
+    sections = _build_sections(elements)
+    budget = settings.token_budget(context_window)
+    chunks: list[ChunkSpec] = []
+    section_specs: list[SectionSpec] = []
+    for section in sections:
+        heading_path = HEADING_SEPARATOR.join(section.trail)
+        section_specs.append(
+            SectionSpec(
+                section.ordinal, heading_path, section.level,
+                section.start_offset, section.end_offset, section.page,
+            )
+        )
+        body = "".join(section.body)
+        if not body.strip():
+            continue
+        prefix = f"{heading_path}\n\n" if heading_path else ""
+        section_budget = max(budget - estimate_tokens(prefix), settings.min_chunk_tokens // 2)
+        for start, end in split_text(body, settings.max_chunk_chars, section_budget, settings.overlap_chars):
+            content = body[start:end].strip()
+            if not content:
+                continue
+            contextual = prefix + content
+            content_hash = hashlib.sha256(contextual.encode("utf-8")).hexdigest()
+            ordinal = len(chunks)
+            uid_source = f"{document_id}|{parser_version}|{CHUNKER_VERSION}|{ordinal}|{content_hash}"
+            covering = [s for s in section.spans if s.body_start < end and s.body_end > start]
+            kind, language, symbol, page = _provenance(covering, start, end)
+            chunks.append(
+                ChunkSpec(
+                    chunk_uid=hashlib.sha256(uid_source.encode()).hexdigest()[:32],
+                    ordinal=ordinal,
+                    section_ordinal=section.ordinal,
+                    content=content,
+                    contextual_content=contextual,
+                    content_hash=content_hash,
+                    heading_path=heading_path,
+                    kind=kind,
+                    language=language,
+                    symbol=symbol,
+                    page=page,
+                    start_offset=_document_offset(covering, start, first=True),
+                    end_offset=_document_offset(covering, end, first=False),
+                    token_estimate=estimate_tokens(contextual),
+                )
+            )
+    return section_specs, chunks
+
+
+def _build_sections(elements: list[Element]) -> list[_Section]:
+    stack: list[tuple[int, str]] = []
+    current = _Section(0, (), 0, 0, None, [], [])
+    sections = [current]
+    for element in elements:
+        if element.kind == "heading":
+            while stack and stack[-1][0] >= element.level:
+                stack.pop()
+            stack.append((element.level, element.text.strip()))
+            current.end_offset = max(current.end_offset, element.start)
+            current = _Section(
+                len(sections), tuple(t for _, t in stack), element.level,
+                element.start, element.page, [], [],
+            )
+            sections.append(current)
+            continue
+        text = element.text.strip("\n")
+        if not text.strip():
+            continue
+        if current.body:
+            current.body.append("\n\n")
+            current.body_len += 2
+        current.spans.append(_Span(current.body_len, current.body_len + len(text), element))
+        current.body.append(text)
+        current.body_len += len(text)
+        current.end_offset = max(current.end_offset, element.end)
+        if current.page is None:
+            current.page = element.page
+    # Drop the implicit leading section when the document starts with a heading.
+    if not sections[0].body and len(sections) > 1:
+        sections = sections[1:]
+    return sections
+
+
+def split_text(text: str, max_chars: int, max_tokens: int, overlap: int) -> list[tuple[int, int]]:
+    """Cut ``text`` into ``(start, end)`` windows bounded by chars and tokens.
+
+    A window ends at the last whitespace before the limit, so no word is cut
+    unless a single word is longer than the limit. Consecutive windows overlap
+    by up to ``overlap`` characters, starting at a word boundary.
+    """
+    n = len(text)
+    windows: list[tuple[int, int]] = []
+    start = _skip_space(text, 0)
+    while start < n:
+        limit = min(start + max_chars, _token_limit(text, start, max_tokens), n)
+        if limit >= n:
+            windows.append((start, n))
+            break
+        end = _last_break(text, start, limit)
+        windows.append((start, end))
+        next_start = _skip_space(text, end)
+        if overlap > 0:
+            back = max(end - overlap, start + 1)
+            # Begin the overlap at a word start so the next chunk has whole words.
+            while back < end and not (text[back - 1].isspace() and not text[back].isspace()):
+                back += 1
+            if back < end:
+                next_start = back
+        if next_start <= start:
+            next_start = end
+        start = next_start
+    return windows
+
+
+def _token_limit(text: str, start: int, max_tokens: int) -> int:
+    """The index where ``text[start:]`` reaches ``max_tokens`` estimated tokens."""
+    allowance = max_tokens * 4
+    i, used, n = start, 0, len(text)
+    while i < n:
+        used += char_weight(text[i])
+        if used > allowance:
+            return i
+        i += 1
+    return n
+
+
+def _last_break(text: str, start: int, limit: int) -> int:
+    for i in range(limit, start, -1):
+        if text[i - 1].isspace() or (i < len(text) and text[i].isspace()):
+            return i
+    return limit  # one word longer than the limit: a hard cut is unavoidable
+
+
+def _skip_space(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _provenance(spans: list[_Span], start: int, end: int) -> tuple[str, str | None, str | None, int | None]:
+    if not spans:
+        return "prose", None, None, None
+    weight: Counter[str] = Counter()
+    for span in spans:
+        overlap = min(end, span.body_end) - max(start, span.body_start)
+        weight[_KIND_OF_ELEMENT[span.element.kind]] += max(overlap, 0)
+    kind = max(sorted(weight), key=lambda k: weight[k])
+    language = next((s.element.language for s in spans if s.element.language), None)
+    symbol = next((s.element.symbol for s in spans if s.element.symbol), None)
+    page = next((s.element.page for s in spans if s.element.page is not None), None)
+    return kind, language, symbol, page
+
+
+_KIND_OF_ELEMENT = {
+    "paragraph": "prose",
+    "heading": "prose",
+    "list_item": "list",
+    "table": "table",
+    "code": "code",
+}
+
+
+def _document_offset(spans: list[_Span], body_pos: int, *, first: bool) -> int:
+    if not spans:
+        return 0
+    span = spans[0] if first else spans[-1]
+    delta = min(max(body_pos - span.body_start, 0), span.body_end - span.body_start)
+    return min(span.element.start + delta, span.element.end) if span.element.end else span.element.start

@@ -1,0 +1,359 @@
+"""The ``kbtui`` command: the TUI with no arguments, headless subcommands otherwise."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kbtui.collections import canonical_collection_id
+from kbtui.config import Config
+from kbtui.errors import KbtuiError, NotFound
+from kbtui.extract import format_for
+from kbtui.logs import configure_logging
+from kbtui.node import Node
+from store import catalog
+from store.models import Document, Section, StatusHistory
+
+stdout = Console(highlight=False, soft_wrap=False)
+log = logging.getLogger(__name__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: maps expected errors to one line and an exit code."""
+    try:
+        code = cli.main(args=argv, prog_name="kbtui", standalone_mode=False)
+    except KbtuiError as exc:
+        click.echo(f"kbtui: {exc.message}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("kbtui: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Also print informational log lines to stderr.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> int | None:
+    """An offline knowledge base: add documents, search them, from a terminal.
+
+    With no command, opens the terminal UI. Data lives in $KBTUI_HOME
+    (default: the platform user-data directory).
+    """
+    config = Config.load()
+    configure_logging(
+        config.home,
+        to_stderr_level=logging.INFO if verbose else logging.WARNING,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
+    ctx.obj = config
+    if ctx.invoked_subcommand is None:
+        from kbtui.app import run_app
+
+        return run_app(config)
+    return None
+
+
+def _open_node(ctx: click.Context) -> Node:
+    node = Node.open(ctx.obj)
+    ctx.call_on_close(node.close)
+    return node
+
+
+def _existing_collection(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    collection_id = canonical_collection_id(raw)
+    if not catalog.collection_exists(collection_id):
+        raise NotFound("unknown collection")
+    return collection_id
+
+
+# ---------------------------------------------------------------- add
+
+
+def collect_files(paths: Iterable[str]) -> list[Path]:
+    """Expand arguments into supported files; a bad argument stops everything.
+
+    Errors name the argument's position, never the path: file names are
+    private to the operator and may end up in a log.
+    """
+    files: list[Path] = []
+    for position, raw in enumerate(paths, start=1):
+        path = Path(raw)
+        if not path.exists():
+            raise NotFound(f"argument {position}: no such file or directory")
+        if path.is_dir():
+            found = sorted(
+                p for p in path.rglob("*")
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                and format_for(p.name) is not None
+            )
+            if not found:
+                raise KbtuiError(f"argument {position}: the directory holds no supported files")
+            files.extend(found)
+        elif path.is_file():
+            if format_for(path.name) is None:
+                raise KbtuiError(f"argument {position}: unsupported file type '{path.suffix or '(none)'}'")
+            files.append(path)
+        else:
+            raise KbtuiError(f"argument {position}: not a regular file")
+    return files
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-c", "--collection", help="Collection to add to (default: DEFAULT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, as_json: bool) -> int:
+    """Add files (or every supported file under a directory) and index them."""
+    collection_id = canonical_collection_id(collection)
+    files = collect_files(paths)
+    node = _open_node(ctx)
+    outcomes = []
+    for path in files:
+        outcome = catalog.add_document(
+            node.store, collection_id, path,
+            display_name=path.name, fmt=format_for(path.name) or "text",
+            max_bytes=node.config.max_document_bytes,
+        )
+        outcomes.append(outcome)
+    to_index = [o.document_id for o in outcomes if o.status == "Pending"]
+    with _progress(disable=as_json) as progress:
+        task = progress.add_task("indexing", total=len(to_index))
+        for document_id in to_index:
+            node.ingest(document_id)
+            progress.advance(task)
+    documents = [Document.get_by_id(o.document_id) for o in outcomes]
+    failed = [d for d in documents if d.status == "Failed"]
+    if as_json:
+        click.echo(json.dumps([
+            {**document_json(node, d), "created": o.created} for d, o in zip(documents, outcomes)
+        ], indent=2))
+    else:
+        _print_documents(node, documents)
+        created = sum(o.created for o in outcomes)
+        stdout.print(
+            f"{created} added, {len(outcomes) - created} already present; "
+            f"{sum(d.status == 'Indexed' for d in documents)} indexed, {len(failed)} failed"
+        )
+    return 1 if failed else 0
+
+
+def _progress(*, disable: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), disable=disable or not sys.stderr.isatty(), transient=True,
+    )
+
+
+# ---------------------------------------------------------------- ls / show / rm
+
+
+def document_json(node: Node, document: Document) -> dict[str, object]:
+    """The stable JSON shape of a document (documented in README.md)."""
+    return {
+        "document_id": document.id,
+        "collection": document.collection_id,
+        "status": document.status,
+        "display_name": catalog.display_name(node.store, document),
+        "failure_reason": document.failure_reason,
+        "format": document.format,
+        "source_path": document.source_path,
+        "size_bytes": document.size_bytes,
+        "chunk_count": document.chunk_count,
+        "progress": document.progress,
+        "vector_identity": document.vector_identity,
+        "created_at": document.created_at,
+        "updated_at": document.updated_at,
+        "indexed_at": document.indexed_at,
+    }
+
+
+def _print_documents(node: Node, documents: list[Document]) -> None:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("ID", "NAME", "COLLECTION", "STATUS", "CHUNKS", "SIZE", "UPDATED"):
+        table.add_column(column, no_wrap=column != "NAME")
+    for d in documents:
+        status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
+        table.add_row(
+            d.id[:12], catalog.display_name(node.store, d), d.collection_id, status,
+            str(d.chunk_count), human_size(d.size_bytes), time.strftime("%Y-%m-%d %H:%M", time.localtime(d.updated_at)),
+        )
+    stdout.print(table)
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+@cli.command("ls")
+@click.option("-c", "--collection", help="Only this collection.")
+@click.option("--status", type=click.Choice(["Pending", "Extracting", "Chunking", "Embedding", "Indexed", "Failed"]))
+@click.option("--json", "as_json", is_flag=True, help="Print documents as JSON.")
+@click.pass_context
+def list_command(ctx: click.Context, collection: str | None, status: str | None, as_json: bool) -> int:
+    """List documents and their ingestion status."""
+    node = _open_node(ctx)
+    documents = catalog.list_documents(_existing_collection(collection), status)
+    if as_json:
+        click.echo(json.dumps([document_json(node, d) for d in documents], indent=2))
+    elif documents:
+        _print_documents(node, documents)
+    else:
+        stdout.print("no documents")
+    return 0
+
+
+@cli.command()
+@click.argument("document")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show(ctx: click.Context, document: str, as_json: bool) -> int:
+    """Show one document: metadata, status history and sections."""
+    node = _open_node(ctx)
+    doc = catalog.resolve_document(document)
+    history = list(StatusHistory.select().where(StatusHistory.document == doc.id).order_by(StatusHistory.id))
+    sections = list(Section.select().where(Section.document == doc.id).order_by(Section.ordinal))
+    if as_json:
+        payload = document_json(node, doc)
+        payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in history]
+        payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in sections]
+        click.echo(json.dumps(payload, indent=2))
+        return 0
+    for key, value in document_json(node, doc).items():
+        stdout.print(f"[bold]{key:>16}[/] {value if value is not None else '-'}")
+    stdout.print("\n[bold]history[/]")
+    for h in history:
+        stdout.print(f"  {time.strftime('%H:%M:%S', time.localtime(h.at))} {h.status}{' ' + h.reason if h.reason else ''}")
+    stdout.print(f"\n[bold]sections[/] ({len(sections)})")
+    for s in sections[:50]:
+        stdout.print(f"  {s.heading_path or '(untitled)'}")
+    return 0
+
+
+@cli.command()
+@click.argument("documents", nargs=-1, required=True)
+@click.pass_context
+def rm(ctx: click.Context, documents: tuple[str, ...]) -> int:
+    """Delete documents: their rows, index entries and encrypted source."""
+    node = _open_node(ctx)
+    targets = [catalog.resolve_document(ref) for ref in documents]
+    for doc in targets:
+        node.purge(doc.id)
+        stdout.print(f"removed {doc.id}")
+    return 0
+
+
+@cli.command()
+@click.argument("documents", nargs=-1)
+@click.option("--all", "all_documents", is_flag=True, help="Re-index every document.")
+@click.pass_context
+def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool) -> int:
+    """Run ingestion again for documents (e.g. after changing the embedding model)."""
+    if not documents and not all_documents:
+        raise KbtuiError("name documents to re-index, or pass --all")
+    node = _open_node(ctx)
+    targets = catalog.list_documents() if all_documents else [catalog.resolve_document(r) for r in documents]
+    # Authenticate every source first: a damaged blob stops the command before
+    # anything already indexed is touched.
+    for doc in targets:
+        try:
+            node.store.blobs.verify(doc.id)
+        except KbtuiError as exc:
+            raise type(exc)(f"document {doc.id}: {exc.message}") from None
+    with _progress(disable=False) as progress:
+        task = progress.add_task("re-indexing", total=len(targets))
+        for doc in targets:
+            node.ingest(doc.id)
+            progress.advance(task)
+    failed = [d for d in catalog.list_documents() if d.id in {t.id for t in targets} and d.status == "Failed"]
+    stdout.print(f"{len(targets) - len(failed)} re-indexed, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- search
+
+
+def hit_json(hit) -> dict[str, object]:
+    """The stable JSON shape of a search hit (documented in README.md)."""
+    return {
+        "document_id": hit.document_id,
+        "chunk_id": hit.chunk_id,
+        "collection": hit.collection_id,
+        "heading_path": hit.heading_path,
+        "source_path": hit.source_path,
+        "page": hit.page,
+        "start_offset": hit.start_offset,
+        "end_offset": hit.end_offset,
+        "kind": hit.kind,
+        "language": hit.language,
+        "symbol": hit.symbol,
+        "score": hit.score,
+        "score_kind": hit.score_kind,
+        "lexical_rank": hit.lexical_rank,
+        "vector_rank": hit.vector_rank,
+        "text": hit.text,
+    }
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-c", "--collection", help="Collection to search (default: DEFAULT).")
+@click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
+@click.pass_context
+def search(ctx: click.Context, query: str, collection: str | None, limit: int | None, as_json: bool) -> int:
+    """Hybrid search (BM25 + vectors, fused by rank)."""
+    node = _open_node(ctx)
+    collection_id = _existing_collection(collection) if collection else canonical_collection_id(None)
+    response = node.search(query, collection_id, limit=limit or node.config.search_limit)
+    if as_json:
+        click.echo(json.dumps({
+            "hits": [hit_json(h) for h in response.hits],
+            "degraded": response.degraded,
+            "elapsed_ms": round(response.elapsed_ms, 2),
+        }, indent=2))
+        return 0
+    if response.degraded:
+        stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
+    if not response.hits:
+        stdout.print("no matches")
+        return 0
+    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
+    for rank, hit in enumerate(response.hits, start=1):
+        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
+        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
+        origin = hit.source_path or names.get(hit.document_id, "")
+        stdout.print(
+            f"    [dim]{escape(origin)} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            no_wrap=True, overflow="ellipsis",
+        )
+        snippet = " ".join(hit.text.split())
+        stdout.print(f"    {escape(snippet)}", no_wrap=True, overflow="ellipsis")
+    stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,62 @@
+"""Configuration: defaults, overridden by ``$KBTUI_HOME/config.toml`` and env vars."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+from kbtui.chunking import ChunkSettings
+from kbtui.errors import KbtuiError
+
+CONFIG_FILE_NAME = "config.toml"
+
+
+def kbtui_home() -> Path:
+    """The data directory: ``$KBTUI_HOME`` or the platform user-data dir."""
+    configured = os.environ.get("KBTUI_HOME")
+    if configured:
+        return Path(configured).expanduser()
+    return platformdirs.user_data_path("kbtui", appauthor=False)
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path
+    embedding_provider: str = "hash"
+    embedding_model: str = ""
+    ollama_host: str = "http://127.0.0.1:11434"
+    max_embedding_batch_size: int = 32
+    max_document_bytes: int = 256 * 1024 * 1024
+    chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    search_limit: int = 10
+    candidate_pool_multiplier: int = 4
+    minimum_candidate_pool: int = 40
+
+    @classmethod
+    def load(cls, home: Path | None = None) -> Config:
+        home = home or kbtui_home()
+        values: dict[str, object] = {}
+        path = home / CONFIG_FILE_NAME
+        if path.exists():
+            try:
+                values = tomllib.loads(path.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+                raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
+        chunking = ChunkSettings(**_known(ChunkSettings, values.pop("chunking", {}) or {}))
+        env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
+        if env_provider:
+            values["embedding_provider"] = env_provider
+        return cls(home=home, chunking=chunking, **_known(cls, values))
+
+
+def _known(kind: type, values: dict[str, object]) -> dict[str, object]:
+    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking"}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise KbtuiError(f"unknown setting(s) in {CONFIG_FILE_NAME}: {', '.join(unknown)}")
+    return values

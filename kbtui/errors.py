@@ -1,0 +1,35 @@
+"""Errors an operator sees: one clear, content-free line and a non-zero exit."""
+
+from __future__ import annotations
+
+
+class KbtuiError(Exception):
+    """An expected failure with a message fit for the operator.
+
+    The message must never contain document text, chunk text, file names of
+    stored documents or query text: it may be printed and logged.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidCollection(KbtuiError):
+    pass
+
+
+class KeyProblem(KbtuiError):
+    """The node key is missing, wrong or unsafe: the program must not start."""
+
+    exit_code = 3
+
+
+class BlobCorrupt(KbtuiError):
+    """An encrypted blob failed authentication (tampered, truncated or swapped)."""
+
+
+class NotFound(KbtuiError):
+    pass

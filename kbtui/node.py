@@ -1,0 +1,43 @@
+"""A node: the opened data directory plus the configured embedder and search."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kbtui.config import Config
+from kbtui.embedding import EmbeddingProvider, make_provider
+from kbtui.ingest import ingest_document
+from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
+from store import Store, catalog, open_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Node:
+    config: Config
+    store: Store
+    embedder: EmbeddingProvider
+    searcher: SearchService
+
+    @classmethod
+    def open(cls, config: Config) -> Node:
+        store = open_store(config.home)
+        swept = catalog.sweep_orphan_blobs(store)
+        if swept:
+            log.info("removed %d orphan blob(s)", swept)
+        embedder = make_provider(config.embedding_provider)
+        return cls(config, store, embedder, SearchService(config, embedder))
+
+    def ingest(self, document_id: str) -> str | None:
+        return ingest_document(self.store, self.config, self.embedder, document_id)
+
+    def search(self, query: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
+        return self.searcher.search(SearchRequest(query=query, collection_id=collection_id, limit=limit))
+
+    def purge(self, document_id: str) -> bool:
+        return catalog.purge_document(self.store, document_id) is not None
+
+    def close(self) -> None:
+        self.store.close()

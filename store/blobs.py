@@ -1,0 +1,204 @@
+"""Encrypted blob store: AES-256-GCM in fixed-size segments (STREAM construction).
+
+File layout::
+
+    header   = MAGIC(4) | version(1) | segment_size(4, big-endian) | salt(16) | nonce_prefix(7)
+    segments = AES-GCM(key, nonce_prefix | counter(4) | last(1), plaintext[i], aad=header|blob_id)
+
+The per-blob key is HKDF-SHA256(node key, salt, info=label|blob_id), and the
+blob id (the document id) is bound into every segment as associated data, so a
+blob copied over another document's file fails authentication. The counter in
+the nonce rejects reordered segments and the ``last`` flag rejects truncation
+at a segment boundary. Memory stays bounded by one segment for any file size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from kbtui.errors import BlobCorrupt, KbtuiError
+from store.files import replace_durably
+
+MAGIC = b"KBTB"
+FORMAT_VERSION = 1
+SEGMENT_SIZE = 64 * 1024
+TAG_SIZE = 16
+_HEADER_SIZE = 4 + 1 + 4 + 16 + 7
+_BLOB_LABEL = b"kbtui blob v1|"
+_NAME_LABEL = b"kbtui name v1|"
+_TEMP_PREFIX = ".tmp-"
+
+
+def _derive_key(node_key: bytes, salt: bytes | None, label: bytes, context_id: str) -> bytes:
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=label + context_id.encode())
+    return hkdf.derive(node_key)
+
+
+def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
+    if counter >= 2**32:
+        raise KbtuiError("file is too large for the blob format")
+    return prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
+
+
+class FileChanged(KbtuiError):
+    """The source file changed while it was being stored."""
+
+
+class BlobStore:
+    """Encrypted, atomically written blobs under one directory, one file per id."""
+
+    def __init__(self, root: Path, node_key: bytes) -> None:
+        self.root = root
+        self._node_key = node_key
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, blob_id: str) -> Path:
+        if not blob_id or "/" in blob_id or blob_id.startswith("."):
+            raise ValueError("invalid blob id")
+        return self.root / blob_id
+
+    def write(self, blob_id: str, source: BinaryIO, *, expected_sha256: str | None = None) -> int:
+        """Encrypt ``source`` into the blob ``blob_id``; return the plaintext size.
+
+        Written to a temp file, fsynced and renamed, so a reader sees the old
+        blob or the new one, never a partial file. If ``expected_sha256`` is
+        given and the bytes read differ, nothing is stored and
+        :class:`FileChanged` is raised.
+        """
+        salt = secrets.token_bytes(16)
+        prefix = secrets.token_bytes(7)
+        header = MAGIC + bytes([FORMAT_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
+        aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
+        aad = header + blob_id.encode()
+        digest = hashlib.sha256()
+        final = self.path_for(blob_id)
+        tmp = self.root / f"{_TEMP_PREFIX}{blob_id}-{secrets.token_hex(4)}"
+        size = 0
+        try:
+            with open(tmp, "xb") as out:
+                out.write(header)
+                counter = 0
+                current = source.read(SEGMENT_SIZE)
+                while True:
+                    following = source.read(SEGMENT_SIZE) if len(current) == SEGMENT_SIZE else b""
+                    last = not following
+                    digest.update(current)
+                    size += len(current)
+                    out.write(aead.encrypt(_nonce(prefix, counter, last), current, aad))
+                    if last:
+                        break
+                    counter += 1
+                    current = following
+                out.flush()
+                os.fsync(out.fileno())
+            if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
+                raise FileChanged("the file changed while it was being added; try again")
+            replace_durably(tmp, final)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        return size
+
+    def write_bytes(self, blob_id: str, data: bytes) -> int:
+        return self.write(blob_id, io.BytesIO(data))
+
+    def iter_plaintext(self, blob_id: str) -> Iterator[bytes]:
+        """Yield the decrypted segments; raise :class:`BlobCorrupt` on any tampering."""
+        path = self.path_for(blob_id)
+        try:
+            handle = open(path, "rb")
+        except FileNotFoundError:
+            raise BlobCorrupt("the stored source of this document is missing") from None
+        with handle:
+            header = handle.read(_HEADER_SIZE)
+            if len(header) != _HEADER_SIZE or header[:4] != MAGIC or header[4] != FORMAT_VERSION:
+                raise BlobCorrupt("the stored source of this document is damaged (bad header)")
+            segment_size = int.from_bytes(header[5:9], "big")
+            salt, prefix = header[9:25], header[25:32]
+            aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
+            aad = header + blob_id.encode()
+            record = segment_size + TAG_SIZE
+            counter = 0
+            current = handle.read(record)
+            while True:
+                following = handle.read(record) if len(current) == record else b""
+                last = not following
+                try:
+                    yield aead.decrypt(_nonce(prefix, counter, last), current, aad)
+                except InvalidTag:
+                    raise BlobCorrupt(
+                        "the stored source of this document failed authentication "
+                        "(tampered, truncated or written with another key)"
+                    ) from None
+                if last:
+                    return
+                counter += 1
+                current = following
+
+    def verify(self, blob_id: str) -> int:
+        """Authenticate a whole blob without keeping it; return its plaintext size."""
+        return sum(len(part) for part in self.iter_plaintext(blob_id))
+
+    def read_bytes(self, blob_id: str, *, max_bytes: int | None = None) -> bytes:
+        """Decrypt a whole blob; refuse one larger than ``max_bytes``."""
+        parts: list[bytes] = []
+        total = 0
+        for part in self.iter_plaintext(blob_id):
+            total += len(part)
+            if max_bytes is not None and total > max_bytes:
+                raise KbtuiError("the stored source is larger than the allowed limit")
+            parts.append(part)
+        return b"".join(parts)
+
+    def delete(self, blob_id: str) -> bool:
+        try:
+            self.path_for(blob_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def blob_ids(self) -> set[str]:
+        return {p.name for p in self.root.iterdir() if not p.name.startswith(".")}
+
+    def remove_temp_files(self, *, older_than: float) -> int:
+        """Delete leftovers of writes interrupted by a crash (mtime before ``older_than``)."""
+        removed = 0
+        for path in self.root.glob(f"{_TEMP_PREFIX}*"):
+            try:
+                if path.stat().st_mtime < older_than:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
+
+
+def seal_name(node_key: bytes, context_id: str, name: str) -> bytes:
+    """Encrypt a short string (a display name) bound to ``context_id``."""
+    nonce = secrets.token_bytes(12)
+    aead = AESGCM(_derive_key(node_key, None, _NAME_LABEL, context_id))
+    return b"\x01" + nonce + aead.encrypt(nonce, name.encode("utf-8", "surrogateescape"), None)
+
+
+def open_name(node_key: bytes, context_id: str, sealed: bytes) -> str:
+    """Decrypt a value made by :func:`seal_name`; raise :class:`BlobCorrupt` if tampered."""
+    if not sealed or sealed[0] != 1 or len(sealed) < 1 + 12 + TAG_SIZE:
+        raise BlobCorrupt("an encrypted display name is damaged")
+    aead = AESGCM(_derive_key(node_key, None, _NAME_LABEL, context_id))
+    try:
+        plain = aead.decrypt(sealed[1:13], sealed[13:], None)
+    except InvalidTag:
+        raise BlobCorrupt("an encrypted display name failed authentication") from None
+    return plain.decode("utf-8", "replace")
+

@@ -1,0 +1,333 @@
+"""Catalog operations: add, status transitions, the atomic index commit, purge, sweeps.
+
+Every write here is one ``BEGIN IMMEDIATE`` transaction (the database default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from peewee import IntegrityError
+
+from kbtui.errors import KbtuiError, NotFound
+from store import Store
+from store.blobs import open_name, seal_name
+from store.db import database
+from store.models import (
+    NON_TERMINAL,
+    Chunk,
+    Collection,
+    Document,
+    Section,
+    Status,
+    StatusHistory,
+    Vector,
+)
+from store.vectors import to_blob
+
+log = logging.getLogger(__name__)
+
+ORPHAN_GRACE_S = 300.0
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    document_id: str
+    created: bool
+    status: str
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def ensure_collection(collection_id: str) -> None:
+    Collection.insert(id=collection_id, created_at=time.time()).on_conflict_ignore().execute()
+
+
+def collection_exists(collection_id: str) -> bool:
+    return Collection.get_or_none(Collection.id == collection_id) is not None
+
+
+def list_collections() -> list[str]:
+    return [c.id for c in Collection.select().order_by(Collection.id)]
+
+
+def add_document(
+    store: Store,
+    collection_id: str,
+    source: Path,
+    *,
+    display_name: str,
+    fmt: str,
+    max_bytes: int | None = None,
+) -> AddOutcome:
+    """Store ``source`` encrypted and record it as a Pending document.
+
+    The same bytes added twice to one collection are one document; re-adding
+    a Failed document's bytes queues it again. The blob is written before the
+    row, so a crash in between leaves only an orphan blob (swept at start-up).
+    """
+    size = source.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise KbtuiError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
+    content_hash = file_sha256(source)
+    existing = _upload_with_hash(collection_id, content_hash)
+    if existing is not None:
+        return _readd_existing(existing)
+    document_id = uuid.uuid4().hex
+    with open(source, "rb") as handle:
+        size = store.blobs.write(document_id, handle, expected_sha256=content_hash)
+    now = time.time()
+    try:
+        with database.atomic():
+            ensure_collection(collection_id)
+            Document.create(
+                id=document_id,
+                collection=collection_id,
+                content_hash=content_hash,
+                display_name=seal_name(store.node_key, document_id, display_name),
+                format=fmt,
+                source_path=None,
+                size_bytes=size,
+                status=Status.PENDING.value,
+                created_at=now,
+                updated_at=now,
+            )
+            StatusHistory.create(document=document_id, status=Status.PENDING.value, at=now)
+    except IntegrityError:
+        # Another process added the same bytes between our check and insert.
+        store.blobs.delete(document_id)
+        existing = _upload_with_hash(collection_id, content_hash)
+        if existing is None:
+            raise
+        return _readd_existing(existing)
+    return AddOutcome(document_id, True, Status.PENDING.value)
+
+
+def _upload_with_hash(collection_id: str, content_hash: str) -> Document | None:
+    return Document.get_or_none(
+        (Document.collection == collection_id)
+        & (Document.content_hash == content_hash)
+        & Document.source_path.is_null()
+    )
+
+
+def _readd_existing(document: Document) -> AddOutcome:
+    if document.status == Status.FAILED.value:
+        set_status(document.id, Status.PENDING)
+        return AddOutcome(document.id, False, Status.PENDING.value)
+    return AddOutcome(document.id, False, document.status)
+
+
+def set_status(
+    document_id: str,
+    status: Status,
+    *,
+    reason: str | None = None,
+    progress: float | None = None,
+) -> bool:
+    """Record a status transition; False when the document no longer exists."""
+    now = time.time()
+    fields: dict[object, object] = {
+        Document.status: status.value,
+        Document.failure_reason: reason,
+        Document.updated_at: now,
+    }
+    if progress is not None:
+        fields[Document.progress] = progress
+    with database.atomic():
+        updated = Document.update(fields).where(Document.id == document_id).execute()
+        if updated:
+            StatusHistory.create(document=document_id, status=status.value, reason=reason, at=now)
+    return bool(updated)
+
+
+def resolve_document(reference: str, collection_id: str | None = None) -> Document:
+    """Find a document by full id or a unique id prefix (at least 6 characters)."""
+    reference = reference.strip().lower()
+    query = Document.select()
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    exact = query.where(Document.id == reference).first()
+    if exact is not None:
+        return exact
+    if len(reference) >= 6 and all(c in "0123456789abcdef" for c in reference):
+        matches = list(query.where(Document.id.startswith(reference)).limit(2))
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise NotFound("document id prefix is ambiguous; give more characters")
+    raise NotFound("no such document")
+
+
+def display_name(store: Store, document: Document) -> str:
+    """The operator's own view of the original file name (decrypted)."""
+    return open_name(store.node_key, document.id, bytes(document.display_name))
+
+
+def list_documents(collection_id: str | None = None, status: str | None = None) -> list[Document]:
+    query = Document.select().order_by(Document.created_at, Document.id)
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    if status is not None:
+        query = query.where(Document.status == status)
+    return list(query)
+
+
+def commit_index(
+    document_id: str,
+    *,
+    sections: Sequence,
+    chunks: Sequence,
+    vectors: np.ndarray,
+    identity: str,
+    parser_version: int,
+    chunker_version: int,
+) -> list[int] | None:
+    """Replace the document's sections, chunks, FTS rows and vectors and mark it
+    Indexed, all in one transaction: it is never half visible.
+
+    ``sections`` and ``chunks`` are :mod:`kbtui.chunking` specs; ``vectors`` has
+    one row per chunk. Returns the new chunk ids, or None when the document was
+    deleted meanwhile (a delete always wins; nothing is written).
+    """
+    if len(vectors) != len(chunks):
+        raise ValueError("one vector per chunk is required")
+    dim = int(vectors.shape[1]) if len(chunks) else None
+    now = time.time()
+    with database.atomic():
+        document = Document.get_or_none(Document.id == document_id)
+        if document is None:
+            return None
+        _delete_index_rows(document_id)
+        section_ids: dict[int, int] = {}
+        for section in sections:
+            section_ids[section.ordinal] = Section.insert(
+                document=document_id,
+                ordinal=section.ordinal,
+                heading_path=section.heading_path,
+                level=section.level,
+                start_offset=section.start_offset,
+                end_offset=section.end_offset,
+                page=section.page,
+            ).execute()
+        chunk_ids: list[int] = []
+        for spec, vector in zip(chunks, vectors):
+            chunk_id = Chunk.insert(
+                chunk_uid=spec.chunk_uid,
+                document=document_id,
+                section=section_ids.get(spec.section_ordinal),
+                collection_id=document.collection_id,
+                ordinal=spec.ordinal,
+                content=spec.content,
+                content_hash=spec.content_hash,
+                heading_path=spec.heading_path,
+                source_path=document.source_path or "",
+                symbol=spec.symbol or "",
+                kind=spec.kind,
+                language=spec.language,
+                page=spec.page,
+                start_offset=spec.start_offset,
+                end_offset=spec.end_offset,
+                token_estimate=spec.token_estimate,
+            ).execute()
+            Vector.insert(chunk=chunk_id, identity=identity, dim=dim, embedding=to_blob(vector)).execute()
+            chunk_ids.append(chunk_id)
+        Document.update(
+            {
+                Document.status: Status.INDEXED.value,
+                Document.failure_reason: None,
+                Document.progress: 1.0,
+                Document.chunk_count: len(chunk_ids),
+                Document.parser_version: parser_version,
+                Document.chunker_version: chunker_version,
+                Document.vector_identity: identity,
+                Document.vector_dim: dim,
+                Document.indexed_at: now,
+                Document.updated_at: now,
+            }
+        ).where(Document.id == document_id).execute()
+        StatusHistory.create(document=document_id, status=Status.INDEXED.value, at=now)
+    return chunk_ids
+
+
+def _delete_index_rows(document_id: str) -> list[int]:
+    chunk_ids = [c.id for c in Chunk.select(Chunk.id).where(Chunk.document == document_id)]
+    if chunk_ids:
+        Vector.delete().where(Vector.chunk.in_(chunk_ids)).execute()
+        # Deleting chunk rows fires the FTS delete trigger for each.
+        Chunk.delete().where(Chunk.document == document_id).execute()
+    Section.delete().where(Section.document == document_id).execute()
+    return chunk_ids
+
+
+def purge_document(store: Store, document_id: str) -> list[int] | None:
+    """Delete every row of the document child-to-parent in one transaction,
+    then its blob. Returns the removed chunk ids, or None if it did not exist.
+
+    A failed blob unlink still counts as a successful delete: the rows are
+    gone, and the orphan sweep reclaims the file at the next start.
+    """
+    with database.atomic():
+        if Document.get_or_none(Document.id == document_id) is None:
+            return None
+        chunk_ids = _delete_index_rows(document_id)
+        StatusHistory.delete().where(StatusHistory.document == document_id).execute()
+        Document.delete().where(Document.id == document_id).execute()
+    try:
+        store.blobs.delete(document_id)
+    except OSError as exc:
+        log.warning("blob unlink failed after purge (%s); the start-up sweep will retry", type(exc).__name__)
+    return chunk_ids
+
+
+def sweep_orphan_blobs(store: Store, *, grace_s: float = ORPHAN_GRACE_S) -> int:
+    """Delete blobs whose document row no longer exists, and crash leftovers.
+
+    Blobs younger than ``grace_s`` are kept: another process may be between
+    writing a blob and inserting its row.
+    """
+    cutoff = time.time() - grace_s
+    on_disk = store.blobs.blob_ids()
+    known = {row[0] for row in database.execute_sql("SELECT id FROM document").fetchall()}
+    removed = 0
+    for blob_id in on_disk - known:
+        path = store.blobs.path_for(blob_id)
+        try:
+            if path.stat().st_mtime < cutoff and store.blobs.delete(blob_id):
+                removed += 1
+        except FileNotFoundError:
+            continue
+    return removed + store.blobs.remove_temp_files(older_than=cutoff)
+
+
+def reset_non_terminal() -> int:
+    """At start-up, put every document left mid-pipeline back to Pending."""
+    stuck = [s for s in NON_TERMINAL if s != Status.PENDING.value]
+    ids = [d.id for d in Document.select(Document.id).where(Document.status.in_(stuck))]
+    for document_id in ids:
+        set_status(document_id, Status.PENDING, progress=0.0)
+    return len(ids)
+
+
+def pending_document_ids(limit: int | None = None) -> list[str]:
+    query = (
+        Document.select(Document.id)
+        .where(Document.status == Status.PENDING.value)
+        .order_by(Document.created_at, Document.id)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [d.id for d in query]

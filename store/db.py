@@ -1,0 +1,45 @@
+"""The SQLite connection: one deferred peewee database, configured on open.
+
+``busy_timeout`` is the first pragma so that nothing else can fail with
+"database is locked" before it is set; every transaction is ``BEGIN
+IMMEDIATE`` by default because a deferred transaction that reads and then
+writes can fail at once whatever the busy timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from peewee import SqliteDatabase
+
+BUSY_TIMEOUT_MS = 15_000
+
+database = SqliteDatabase(None, lock_type="IMMEDIATE")
+
+PRAGMAS = [
+    ("busy_timeout", BUSY_TIMEOUT_MS),
+    ("journal_mode", "wal"),
+    ("foreign_keys", 1),
+    ("synchronous", "normal"),
+]
+
+
+class _NoQueryText(logging.Filter):
+    """peewee logs every SQL statement with its parameters at DEBUG; those carry
+    document and query text, so they never leave the logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.DEBUG
+
+
+logging.getLogger("peewee").addFilter(_NoQueryText())
+
+
+def open_database(path: Path) -> SqliteDatabase:
+    """Point the shared database at ``path`` (creating it) and connect this thread."""
+    if not database.is_closed():
+        database.close()
+    database.init(str(path), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT_MS / 1000)
+    database.connect(reuse_if_open=True)
+    return database

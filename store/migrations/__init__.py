@@ -1,0 +1,59 @@
+"""Numbered schema migrations, recorded in ``schema_version``.
+
+Each migration is a module ``mNNNN_name.py`` with ``NAME`` and ``STATEMENTS``.
+They run in order inside one ``BEGIN IMMEDIATE`` transaction each, so two
+processes opening a new data directory at once cannot both apply one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+
+from peewee import SqliteDatabase
+
+from kbtui.errors import KbtuiError
+
+
+def _migrations() -> list[tuple[int, str, list[str]]]:
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("m") and info.name[1:5].isdigit():
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found.append((int(info.name[1:5]), module.NAME, module.STATEMENTS))
+    return sorted(found)
+
+
+LATEST_VERSION = _migrations()[-1][0]
+
+
+def current_version(db: SqliteDatabase) -> int:
+    db.execute_sql(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    row = db.execute_sql("SELECT MAX(version) FROM schema_version").fetchone()
+    return row[0] or 0
+
+
+def apply_migrations(db: SqliteDatabase) -> int:
+    """Bring the schema up to date; return the version now in force."""
+    version = current_version(db)
+    if version > LATEST_VERSION:
+        raise KbtuiError(
+            f"this data directory uses schema version {version}, newer than this "
+            f"kbtui understands ({LATEST_VERSION}); upgrade kbtui"
+        )
+    for number, name, statements in _migrations():
+        with db.atomic("IMMEDIATE"):
+            # Re-read under the write lock: another process may have migrated.
+            if number <= current_version(db):
+                continue
+            for statement in statements:
+                db.execute_sql(statement)
+            db.execute_sql(
+                "INSERT INTO schema_version(version, name, applied_at) VALUES (?, ?, ?)",
+                (number, name, time.time()),
+            )
+    return current_version(db)

@@ -1,0 +1,13 @@
+"""House rule: store/ and actors/ never import the UI (import-linter contracts)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_import_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert lint, "import-linter is a test dependency"
+    result = subprocess.run([lint], cwd=Path(__file__).parents[1], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
