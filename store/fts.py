@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from store.db import database
+from store.models import SERVED_DOCUMENT_SQL
 
 # bm25() column weights, in table order: source_path, heading_path, symbol, content.
 # Exact identifiers, paths and headings outrank repeated body terms.
@@ -26,7 +27,7 @@ def lexical_search(
         f"SELECT f.rowid, bm25(chunk_fts, {weights}) AS score "
         "FROM chunk_fts AS f JOIN document AS d ON d.id = f.document_id "
         "WHERE chunk_fts MATCH ? AND f.collection_id = ? AND d.collection_id = ? "
-        "AND d.status = 'Indexed'"
+        f"AND {SERVED_DOCUMENT_SQL}"
     )
     params: list[object] = [match_expression, collection_id, collection_id]
     if document_id is not None:

@@ -32,6 +32,12 @@ class Status(str, enum.Enum):
 
 NON_TERMINAL = [s.value for s in Status if not s.terminal]
 
+# Which documents search may serve, as a condition on the document alias ``d``.
+# Chunk rows only ever exist for a committed index (written by one atomic
+# transaction), so a document being re-indexed keeps serving its previous
+# index until the new one commits; a Failed document serves nothing.
+SERVED_DOCUMENT_SQL = "d.status <> 'Failed'"
+
 
 class BaseModel(Model):
     class Meta:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from store.db import database
+from store.models import SERVED_DOCUMENT_SQL
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -36,7 +37,7 @@ def exact_search(
         "SELECT v.chunk_id, v.embedding FROM vector AS v "
         "JOIN chunk AS c ON c.id = v.chunk_id JOIN document AS d ON d.id = c.document_id "
         "WHERE v.identity = ? AND v.dim = ? AND c.collection_id = ? AND d.collection_id = ? "
-        "AND d.status = 'Indexed'"
+        f"AND {SERVED_DOCUMENT_SQL}"
     )
     params: list[object] = [identity, dim, collection_id, collection_id]
     if document_id is not None:

@@ -10,6 +10,7 @@ from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
 from kbtui.retrieval.fts_query import fts_match_expression
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from store.db import database
+from store.models import SERVED_DOCUMENT_SQL
 from store.fts import lexical_search
 from store.vectors import exact_search
 
@@ -99,7 +100,7 @@ class SearchService:
             "c.page, c.start_offset, c.end_offset, c.kind, c.language, c.symbol, c.content "
             "FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
             f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
-            "AND d.status = 'Indexed'",
+            f"AND {SERVED_DOCUMENT_SQL}",
             [*ids, collection_id, collection_id],
         ).fetchall()
         by_id = {row[0]: row for row in rows}

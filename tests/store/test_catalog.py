@@ -96,3 +96,16 @@ def test_commit_after_delete_writes_nothing(node, tmp_path):
     )
     assert result is None
     assert Chunk.select().count() == 0 and Document.select().count() == 0
+
+
+def test_a_document_being_reindexed_keeps_serving_until_it_fails(node, tmp_path):
+    added = _add(node, write(tmp_path / "a.md", "# T\n\nthe quokka handbook"))
+    assert node.ingest(added.document_id) == "Indexed"
+
+    def found() -> bool:
+        return any(h.document_id == added.document_id for h in node.search("quokka", "DEFAULT").hits)
+
+    catalog.set_status(added.document_id, catalog.Status.EMBEDDING)
+    assert found(), "the previous index serves while the new one is built"
+    catalog.set_status(added.document_id, catalog.Status.FAILED, reason="embedder_unavailable")
+    assert not found(), "a Failed document serves nothing"
