@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -13,16 +15,18 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
 from kbtui.errors import KbtuiError, NotFound
 from kbtui.extract import format_for
+from kbtui.follow import follow_documents
 from kbtui.logs import configure_logging
 from kbtui.node import Node
+from actors.status_writer import STATUS_FILE_NAME
 from store import catalog
+from store.node_lock import node_running
 from store.models import Document, Section, StatusHistory
 
 stdout = Console(highlight=False, soft_wrap=False)
@@ -118,29 +122,30 @@ def collect_files(paths: Iterable[str]) -> list[Path]:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-c", "--collection", help="Collection to add to (default: DEFAULT).")
+@click.option("--no-wait", is_flag=True, help="Queue the documents and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
-def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, as_json: bool) -> int:
-    """Add files (or every supported file under a directory) and index them."""
+def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_wait: bool, as_json: bool) -> int:
+    """Add files (or every supported file under a directory) and index them.
+
+    Runs the pipeline in this process when no node runs for the data
+    directory; otherwise the running node picks the documents up. Either way
+    the command follows them to Indexed or Failed, unless --no-wait.
+    """
     collection_id = canonical_collection_id(collection)
     files = collect_files(paths)
     node = _open_node(ctx)
-    outcomes = []
-    for path in files:
-        outcome = catalog.add_document(
+    outcomes = [
+        catalog.add_document(
             node.store, collection_id, path,
             display_name=path.name, fmt=format_for(path.name) or "text",
             max_bytes=node.config.max_document_bytes,
         )
-        outcomes.append(outcome)
-    to_index = [o.document_id for o in outcomes if o.status == "Pending"]
-    with _progress(disable=as_json) as progress:
-        task = progress.add_task("indexing", total=len(to_index))
-        for document_id in to_index:
-            node.ingest(document_id)
-            progress.advance(task)
-    documents = [Document.get_by_id(o.document_id) for o in outcomes]
-    failed = [d for d in documents if d.status == "Failed"]
+        for path in files
+    ]
+    ids = [o.document_id for o in outcomes]
+    result = None if no_wait else index_and_follow(node, ids, quiet=as_json)
+    documents = [Document.get_by_id(i) for i in ids]
     if as_json:
         click.echo(json.dumps([
             {**document_json(node, d), "created": o.created} for d, o in zip(documents, outcomes)
@@ -148,18 +153,35 @@ def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, as_j
     else:
         _print_documents(node, documents)
         created = sum(o.created for o in outcomes)
-        stdout.print(
-            f"{created} added, {len(outcomes) - created} already present; "
-            f"{sum(d.status == 'Indexed' for d in documents)} indexed, {len(failed)} failed"
-        )
-    return 1 if failed else 0
+        stdout.print(f"{created} added, {len(outcomes) - created} already present; " + _outcome_line(documents, result))
+    return _exit_code(result)
 
 
-def _progress(*, disable: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), disable=disable or not sys.stderr.isatty(), transient=True,
-    )
+def index_and_follow(node: Node, document_ids: list[str], *, quiet: bool = False):
+    """Index Pending documents and wait for them: in this process when no node
+    runs for the data directory, otherwise by following the running node."""
+    show = False if quiet else None
+    if node_running(node.config.home):
+        return follow_documents(document_ids, show_progress=show)
+    with node.pipeline() as runtime:
+        for document_id in document_ids:
+            runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
+        return follow_documents(document_ids, show_progress=show)
+
+
+def _outcome_line(documents: list[Document], result) -> str:
+    if result is None:
+        return f"{len(documents)} queued; a running node (kbtui serve or the TUI) indexes them"
+    line = f"{result.counts.get('Indexed', 0)} indexed, {result.failed} failed"
+    if result.stalled:
+        line += f", {result.unfinished} still queued (the pipeline stopped making progress; see kbtui status)"
+    return line
+
+
+def _exit_code(result) -> int:
+    if result is None:
+        return 0
+    return 1 if result.failed or result.stalled else 0
 
 
 # ---------------------------------------------------------------- ls / show / rm
@@ -186,15 +208,19 @@ def document_json(node: Node, document: Document) -> dict[str, object]:
 
 
 def _print_documents(node: Node, documents: list[Document]) -> None:
+    # The collection column only when it tells something: keeps names readable at 80 columns.
+    show_collection = len({d.collection_id for d in documents}) > 1
+    columns = ["ID", "NAME"] + (["COLLECTION"] if show_collection else []) + ["STATUS", "CHUNKS", "SIZE", "UPDATED"]
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "NAME", "COLLECTION", "STATUS", "CHUNKS", "SIZE", "UPDATED"):
-        table.add_column(column, no_wrap=column != "NAME")
+    for column in columns:
+        table.add_column(column, no_wrap=column != "NAME", overflow="fold" if column == "NAME" else "ellipsis")
     for d in documents:
         status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
-        table.add_row(
-            d.id[:12], catalog.display_name(node.store, d), d.collection_id, status,
-            str(d.chunk_count), human_size(d.size_bytes), time.strftime("%Y-%m-%d %H:%M", time.localtime(d.updated_at)),
-        )
+        row = [d.id[:12], escape(catalog.display_name(node.store, d))]
+        if show_collection:
+            row.append(d.collection_id)
+        row += [status, str(d.chunk_count), human_size(d.size_bytes), time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
+        table.add_row(*row)
     stdout.print(table)
 
 
@@ -268,9 +294,13 @@ def rm(ctx: click.Context, documents: tuple[str, ...]) -> int:
 @cli.command()
 @click.argument("documents", nargs=-1)
 @click.option("--all", "all_documents", is_flag=True, help="Re-index every document.")
+@click.option("--no-wait", is_flag=True, help="Queue the documents and return at once.")
 @click.pass_context
-def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool) -> int:
-    """Run ingestion again for documents (e.g. after changing the embedding model)."""
+def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool, no_wait: bool) -> int:
+    """Run ingestion again (e.g. after changing the embedding model).
+
+    Documents keep serving their current index until the new one commits.
+    """
     if not documents and not all_documents:
         raise KbtuiError("name documents to re-index, or pass --all")
     node = _open_node(ctx)
@@ -282,14 +312,11 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool)
             node.store.blobs.verify(doc.id)
         except KbtuiError as exc:
             raise type(exc)(f"document {doc.id}: {exc.message}") from None
-    with _progress(disable=False) as progress:
-        task = progress.add_task("re-indexing", total=len(targets))
-        for doc in targets:
-            node.ingest(doc.id)
-            progress.advance(task)
-    failed = [d for d in catalog.list_documents() if d.id in {t.id for t in targets} and d.status == "Failed"]
-    stdout.print(f"{len(targets) - len(failed)} re-indexed, {len(failed)} failed")
-    return 1 if failed else 0
+    ids = [d.id for d in targets]
+    catalog.mark_pending(ids)
+    result = None if no_wait else index_and_follow(node, ids)
+    stdout.print(_outcome_line([Document.get_by_id(i) for i in ids], result))
+    return _exit_code(result)
 
 
 # ---------------------------------------------------------------- search
@@ -353,6 +380,65 @@ def search(ctx: click.Context, query: str, collection: str | None, limit: int | 
         stdout.print(f"    {escape(snippet)}", no_wrap=True, overflow="ellipsis")
     stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
     return 0
+
+
+# ---------------------------------------------------------------- node
+
+
+@cli.command()
+@click.pass_context
+def serve(ctx: click.Context) -> int:
+    """Run the node headless: index queued documents until SIGINT/SIGTERM."""
+    node = _open_node(ctx)
+    configure_logging(node.config.home, to_stderr_level=logging.INFO)
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    with node.pipeline() as runtime:
+        log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+        while not stopping.wait(SERVE_REPORT_INTERVAL_S):
+            state = runtime.state()
+            counts = catalog.status_counts()
+            log.info(
+                "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
+                state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
+                ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
+            )
+        log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    return 0
+
+
+SERVE_REPORT_INTERVAL_S = 30.0
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> int:
+    """Whether a node runs, its queue, and documents by status."""
+    node = _open_node(ctx)
+    running = node_running(node.config.home)
+    queue = read_node_status(node.config.home) if running else None
+    counts = catalog.status_counts()
+    if as_json:
+        click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
+        return 0
+    stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
+    if queue:
+        stdout.print(
+            f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
+            f"accepted {queue['accepted']}, rejected {queue['rejected']}"
+            + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
+        )
+    stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    return 0
+
+
+def read_node_status(home: Path) -> dict[str, object] | None:
+    try:
+        return json.loads((home / STATUS_FILE_NAME).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

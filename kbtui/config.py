@@ -33,6 +33,13 @@ class Config:
     max_embedding_batch_size: int = 32
     max_document_bytes: int = 256 * 1024 * 1024
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    # Ingestion pipeline (actors)
+    admission_queue_capacity: int = 256
+    max_in_flight: int = 8
+    extract_workers: int = 2
+    shutdown_drain_timeout_s: float = 30.0
+    drain_sweep_interval_s: float = 0.5
+    reindex_interval_s: float = 600.0  # 0 turns the scheduled stale-document scan off
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40

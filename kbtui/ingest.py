@@ -73,11 +73,17 @@ def embed_stage(config: Config, embedder: EmbeddingProvider, chunks: list[ChunkS
     except EmbeddingUnavailable as exc:
         raise StageFailed(exc.code) from None
     vectors = np.concatenate(parts) if parts else np.zeros((0, embedder.identity.dim), np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(chunks) or vectors.shape[1] != embedder.identity.dim:
+    check_vectors(vectors, len(chunks), embedder.identity.dim)
+    return vectors
+
+
+def check_vectors(vectors: np.ndarray, count: int, dim: int) -> None:
+    """A provider answer of the wrong shape or with NaNs fails the document:
+    vectors of another width must never be stored or compared."""
+    if vectors.ndim != 2 or vectors.shape[0] != count or vectors.shape[1] != dim:
         raise StageFailed("vector_dim_mismatch")
     if not np.all(np.isfinite(vectors)):
         raise StageFailed("vector_not_finite")
-    return vectors
 
 
 def ingest_document(store: Store, config: Config, embedder: EmbeddingProvider, document_id: str) -> str | None:

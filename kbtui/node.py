@@ -5,6 +5,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from collections.abc import Sequence
+
+from pykka import ActorRef
+
+from actors.runtime import Runtime
+from actors.stage import PipelineContext
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.ingest import ingest_document
@@ -35,6 +41,11 @@ class Node:
 
     def search(self, query: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
         return self.searcher.search(SearchRequest(query=query, collection_id=collection_id, limit=limit))
+
+    def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
+        """A (not yet started) actor pipeline for this node."""
+        context = PipelineContext(store=self.store, config=self.config, embedder=self.embedder)
+        return Runtime(context, listeners=listeners)
 
     def purge(self, document_id: str) -> bool:
         return catalog.purge_document(self.store, document_id) is not None

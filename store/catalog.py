@@ -331,3 +331,35 @@ def pending_document_ids(limit: int | None = None) -> list[str]:
     if limit is not None:
         query = query.limit(limit)
     return [d.id for d in query]
+
+
+def stale_document_ids(
+    *, parser_version: int, chunker_version: int, vector_identity: str | None, limit: int
+) -> list[str]:
+    """Indexed documents built by another parser, chunker or (when given) vector identity."""
+    condition = (Document.parser_version != parser_version) | (Document.chunker_version != chunker_version)
+    if vector_identity is not None:
+        condition = condition | (Document.vector_identity != vector_identity)
+    query = (
+        Document.select(Document.id)
+        .where((Document.status == Status.INDEXED.value) & condition)
+        .order_by(Document.indexed_at)
+        .limit(limit)
+    )
+    return [d.id for d in query]
+
+
+def mark_pending(document_ids: Sequence[str]) -> None:
+    """Queue documents for (re-)indexing; an indexed one keeps serving meanwhile."""
+    for document_id in document_ids:
+        set_status(document_id, Status.PENDING, progress=0.0)
+
+
+def status_counts(collection_id: str | None = None) -> dict[str, int]:
+    """How many documents are in each status."""
+    sql = "SELECT status, count(*) FROM document"
+    params: list[object] = []
+    if collection_id is not None:
+        sql += " WHERE collection_id = ?"
+        params.append(collection_id)
+    return dict(database.execute_sql(sql + " GROUP BY status", params).fetchall())

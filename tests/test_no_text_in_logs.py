@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -26,7 +27,7 @@ def test_canary_never_reaches_a_log(run_cli, home, tmp_path, everything_at_debug
     assert run_cli("add", str(good), str(empty)).code == 1  # the empty one fails
     assert run_cli("search", f"where is {CANARY}").code == 0
     assert run_cli("ls").code == 0
-    doc_ids = [line.split()[0] for line in run_cli("ls").out.splitlines()[1:]]
+    doc_ids = [d["document_id"] for d in json.loads(run_cli("ls", "--json").out)]
     assert run_cli("show", doc_ids[0]).code == 0
     assert run_cli("reindex", "--all").code == 1
     assert run_cli("rm", *doc_ids).code == 0

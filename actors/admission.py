@@ -1,0 +1,161 @@
+"""Admission: a bounded, idempotent, non-blocking queue in front of the pipeline.
+
+The database is the queue of record: a document is always a Pending row
+before it is admitted, so a Busy answer or a crash loses nothing. The queue
+holds at most ``capacity`` documents and at most ``max_in_flight`` are inside
+the stages at once; a slot frees when a terminal status or a release event
+arrives, and a drain sweep then admits Pending rows (including rows another
+process wrote) while there is room.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pykka import ActorRef
+
+from actors.events import (
+    Accepted,
+    AdmissionChanged,
+    Admit,
+    AdmitResult,
+    AlreadyQueued,
+    Busy,
+    DocumentReleased,
+    DocumentStatusChanged,
+    ExtractDocument,
+    GetAdmissionState,
+    NotAdmitting,
+    StopAdmitting,
+    SweepPending,
+)
+from actors.listener import EventListener, publish
+from store.catalog import pending_document_ids
+from store.models import Status
+
+RETRY_AFTER_S = 5.0
+_TERMINAL = {Status.INDEXED.value, Status.FAILED.value}
+
+
+@dataclass(frozen=True)
+class AdmissionState:
+    queue_depth: int
+    queue_capacity: int
+    in_flight: int
+    accepted: int
+    rejected: int
+    admitting: bool
+    paused_for_s: float
+
+
+class Admission(EventListener):
+    def __init__(self, extractors: Sequence[ActorRef], *, capacity: int, max_in_flight: int) -> None:
+        super().__init__()
+        self.extractors = itertools.cycle(extractors)
+        self.capacity = capacity
+        self.max_in_flight = max_in_flight
+        self.queue: deque[str] = deque()
+        self.queued: set[str] = set()
+        self.in_flight: set[str] = set()
+        self.accepted = 0
+        self.rejected = 0
+        self.admitting = True
+        self.paused_until = 0.0
+
+    # ------------------------------------------------------------ commands
+
+    def on_command(self, message: object) -> object:
+        if isinstance(message, Admit):
+            result = self._admit(message.document_id)
+            self._dispatch()
+            self._announce()
+            return result
+        if isinstance(message, SweepPending):
+            self._sweep()
+            return None
+        if isinstance(message, GetAdmissionState):
+            return self._state()
+        if isinstance(message, StopAdmitting):
+            self.admitting = False
+            return self._state()
+        return super().on_command(message)
+
+    def _admit(self, document_id: str) -> AdmitResult:
+        if not self.admitting:
+            return NotAdmitting(document_id)
+        if document_id in self.queued or document_id in self.in_flight:
+            return AlreadyQueued(document_id)
+        if len(self.queue) >= self.capacity:
+            self.rejected += 1
+            return Busy(document_id, RETRY_AFTER_S)
+        self.queue.append(document_id)
+        self.queued.add(document_id)
+        self.accepted += 1
+        return Accepted(document_id)
+
+    def _dispatch(self) -> None:
+        if not self.admitting or time.monotonic() < self.paused_until:
+            return
+        while self.queue and len(self.in_flight) < self.max_in_flight:
+            document_id = self.queue.popleft()
+            self.queued.discard(document_id)
+            self.in_flight.add(document_id)
+            next(self.extractors).tell(ExtractDocument(document_id))
+
+    def _sweep(self) -> None:
+        """Admit Pending rows while the queue has room (the drain sweep)."""
+        if self.admitting:
+            room = self.capacity - len(self.queue)
+            if room > 0:
+                known = len(self.queue) + len(self.in_flight)
+                for document_id in pending_document_ids(limit=room + known):
+                    if document_id in self.queued or document_id in self.in_flight:
+                        continue
+                    if isinstance(self._admit(document_id), Busy):
+                        break
+        self._dispatch()
+        self._announce()
+
+    # ------------------------------------------------------------ events
+
+    def on_document_status_changed(self, event: DocumentStatusChanged) -> None:
+        if event.status in _TERMINAL and event.document_id in self.in_flight:
+            self.in_flight.discard(event.document_id)
+            self._sweep()
+
+    def on_document_released(self, event: DocumentReleased) -> None:
+        if event.retry_after_s:
+            self.paused_until = max(self.paused_until, time.monotonic() + event.retry_after_s)
+        if event.document_id in self.in_flight:
+            self.in_flight.discard(event.document_id)
+            self._sweep()
+
+    # ------------------------------------------------------------ reporting
+
+    def _state(self) -> AdmissionState:
+        return AdmissionState(
+            queue_depth=len(self.queue),
+            queue_capacity=self.capacity,
+            in_flight=len(self.in_flight),
+            accepted=self.accepted,
+            rejected=self.rejected,
+            admitting=self.admitting,
+            paused_for_s=max(0.0, self.paused_until - time.monotonic()),
+        )
+
+    def _announce(self) -> None:
+        state = self._state()
+        publish(
+            AdmissionChanged(
+                queue_depth=state.queue_depth,
+                queue_capacity=state.queue_capacity,
+                in_flight=state.in_flight,
+                accepted=state.accepted,
+                rejected=state.rejected,
+                paused_for_s=state.paused_for_s,
+            )
+        )

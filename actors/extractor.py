@@ -1,0 +1,27 @@
+"""Extractor: reads the encrypted source and extracts its elements."""
+
+from __future__ import annotations
+
+from pykka import ActorRef
+
+from actors.events import ChunkDocument, DocumentRef, ExtractDocument
+from actors.faults import pause_point
+from actors.stage import DocumentGone, PipelineContext, StageActor
+from kbtui.ingest import extract_stage
+from store.models import Document, Status
+
+
+class Extractor(StageActor):
+    def __init__(self, context: PipelineContext, chunker: ActorRef) -> None:
+        super().__init__(context)
+        self.chunker = chunker
+
+    def handle(self, message: ExtractDocument) -> None:
+        row = Document.get_or_none(Document.id == message.document_id)
+        if row is None:
+            raise DocumentGone(message.document_id)
+        document = DocumentRef(row.id, row.collection_id, row.format, row.source_path)
+        self.transition(document, Status.EXTRACTING, 0.1)
+        pause_point("extracting")
+        elements = extract_stage(self.context.store, self.context.config, document)
+        self.chunker.tell(ChunkDocument(document, elements))

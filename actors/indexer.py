@@ -1,0 +1,42 @@
+"""Indexer: the atomic Indexed transition, then the ANN index update."""
+
+from __future__ import annotations
+
+import logging
+
+from actors.events import DocumentStatusChanged, IndexDocument
+from actors.faults import pause_point
+from actors.listener import publish
+from actors.stage import DocumentGone, StageActor
+from kbtui.chunking import CHUNKER_VERSION
+from kbtui.extract import PARSER_VERSION
+from store.catalog import commit_index
+from store.models import Status
+
+log = logging.getLogger(__name__)
+
+
+class Indexer(StageActor):
+    def handle(self, message: IndexDocument) -> None:
+        document = message.document
+        identity = self.context.embedder.identity.canonical()
+        pause_point("committing")
+        chunk_ids = commit_index(
+            document.document_id,
+            sections=message.chunked.sections,
+            chunks=message.chunked.chunks,
+            vectors=message.vectors,
+            identity=identity,
+            parser_version=PARSER_VERSION,
+            chunker_version=CHUNKER_VERSION,
+        )
+        if chunk_ids is None:
+            raise DocumentGone(document.document_id)
+        pause_point("committed")
+        if self.context.vector_index is not None:
+            # Derived cache: if this fails, the index catches up from SQLite on next open.
+            try:
+                self.context.vector_index.add(identity, chunk_ids, message.vectors)
+            except Exception as exc:  # noqa: BLE001
+                log.error("ANN index update failed (%s); it will be rebuilt from the database", type(exc).__name__)
+        publish(DocumentStatusChanged(document.document_id, document.collection_id, Status.INDEXED.value, 1.0))

@@ -1,0 +1,165 @@
+"""The runtime: starts the pipeline actors in dependency order, stops them in reverse.
+
+Only one runtime runs per data directory (the node lock). On start, every
+document left mid-pipeline goes back to Pending and the drain sweep admits
+Pending rows; on stop, admission closes, in-flight documents get up to the
+drain deadline to finish, and whatever is left stays non-terminal for the
+next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import pykka
+
+from actors.admission import Admission, AdmissionState
+from actors.chunker import Chunker
+from actors.embedder import Embedder
+from actors.events import (
+    Admit,
+    AdmitResult,
+    FlushStatus,
+    GetAdmissionState,
+    ScanForStale,
+    StopAdmitting,
+    SweepPending,
+)
+from actors.extractor import Extractor
+from actors.indexer import Indexer
+from actors.prewarm_manager import PrewarmManager, request_warm
+from actors.reindexer import Reindexer
+from actors.stage import PipelineContext
+from actors.status_writer import NodeStatusWriter
+from kbtui.errors import KbtuiError
+from store.catalog import reset_non_terminal
+from store.node_lock import NodeLock
+
+log = logging.getLogger(__name__)
+
+
+class NodeAlreadyRunning(KbtuiError):
+    pass
+
+
+class Runtime:
+    """The running ingestion pipeline of one node."""
+
+    def __init__(self, context: PipelineContext, *, listeners: Sequence[pykka.ActorRef] = ()) -> None:
+        self.context = context
+        self.config = context.config
+        self.external_listeners = list(listeners)
+        self._started: list[pykka.ActorRef] = []
+        self._lock: NodeLock | None = None
+        self._ticker: threading.Thread | None = None
+        self._ticker_stop = threading.Event()
+        self.admission: pykka.ActorRef | None = None
+        self.prewarm: pykka.ActorRef | None = None
+        self.reindexer: pykka.ActorRef | None = None
+        self.status_writer: pykka.ActorRef | None = None
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> Runtime:
+        self._lock = NodeLock.try_acquire(self.config.home)
+        if self._lock is None:
+            raise NodeAlreadyRunning("another kbtui node is already running for this data directory")
+        try:
+            reset = reset_non_terminal()
+            if reset:
+                log.info("reset %d interrupted document(s) to Pending", reset)
+            self._start_actors()
+        except BaseException:
+            self.stop(drain_timeout_s=0)
+            raise
+        self._ticker = threading.Thread(target=self._tick, name="kbtui-ticker", daemon=True)
+        self._ticker.start()
+        log.info("pipeline started")
+        return self
+
+    def _start_actors(self) -> None:
+        ctx, cfg = self.context, self.config
+
+        def started(ref: pykka.ActorRef) -> pykka.ActorRef:
+            self._started.append(ref)
+            return ref
+
+        # Listeners first, so they see every event; then the stages from the
+        # end of the pipeline to its start, so each can be handed its successor.
+        self.status_writer = started(NodeStatusWriter.start(cfg.home))
+        self._started.extend(self.external_listeners)
+        self.prewarm = started(PrewarmManager.start({"embedder": self._warm_embedder}))
+        indexer = started(Indexer.start(ctx))
+        embedder = started(Embedder.start(ctx, indexer))
+        chunker = started(Chunker.start(ctx, embedder))
+        extractors = [started(Extractor.start(ctx, chunker)) for _ in range(max(1, cfg.extract_workers))]
+        self.admission = started(
+            Admission.start(extractors, capacity=cfg.admission_queue_capacity, max_in_flight=cfg.max_in_flight)
+        )
+        self.reindexer = started(Reindexer.start(ctx, self.admission, batch=cfg.admission_queue_capacity))
+        request_warm(self.prewarm, "embedder")
+        self.admission.tell(SweepPending())
+
+    def _warm_embedder(self) -> None:
+        self.context.embedder.embed_query("warm up")
+
+    def _tick(self) -> None:
+        next_scan = time.monotonic() + self.config.reindex_interval_s
+        while not self._ticker_stop.wait(self.config.drain_sweep_interval_s):
+            try:
+                self.admission.tell(SweepPending())
+                self.status_writer.tell(FlushStatus())
+                if self.config.reindex_interval_s > 0 and time.monotonic() >= next_scan:
+                    self.reindexer.tell(ScanForStale())
+                    next_scan = time.monotonic() + self.config.reindex_interval_s
+            except pykka.ActorDeadError:
+                return
+
+    def stop(self, *, drain_timeout_s: float | None = None) -> None:
+        """Stop admitting, drain in-flight documents up to the deadline, stop actors."""
+        timeout = self.config.shutdown_drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        self._ticker_stop.set()
+        if self.admission is not None and self.admission.is_alive():
+            try:
+                self.admission.ask(StopAdmitting(), timeout=5)
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline and self.state().in_flight > 0:
+                    time.sleep(0.05)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass
+        self.context.stopping.set()
+        try:
+            for ref in reversed(self._started):
+                if ref in self.external_listeners:
+                    continue  # their owner stops them
+                try:
+                    ref.stop(block=True, timeout=10)
+                except (pykka.ActorDeadError, pykka.Timeout):
+                    log.warning("an actor did not stop in time")
+        finally:
+            self._started.clear()
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+        log.info("pipeline stopped")
+
+    def __enter__(self) -> Runtime:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ requests from outside the actors
+
+    def admit(self, document_id: str) -> AdmitResult:
+        """Offer a Pending document to the pipeline (never blocks on a full queue)."""
+        return self.admission.ask(Admit(document_id), timeout=10)
+
+    def state(self) -> AdmissionState:
+        return self.admission.ask(GetAdmissionState(), timeout=10)
+
+    def request_stale_scan(self) -> None:
+        self.reindexer.tell(ScanForStale())

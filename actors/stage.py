@@ -1,0 +1,99 @@
+"""The shared shape of a pipeline stage actor.
+
+A stage receives one immutable message, calls the domain code in
+``kbtui.ingest``, writes through ``store`` and tells the next stage. Any
+failure fails that one document with a fixed reason code; the actor lives on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from actors.events import DocumentRef, DocumentReleased, DocumentStatusChanged
+from actors.listener import publish
+from kbtui.config import Config
+from kbtui.embedding import EmbeddingProvider
+from kbtui.ingest import StageFailed
+from store import Store
+from store.catalog import set_status
+from store.models import Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PipelineContext:
+    """What every stage needs; built once by the runtime."""
+
+    store: Store
+    config: Config
+    embedder: EmbeddingProvider
+    vector_index: Any = None  # store.vectors index manager, when there is one
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+class DocumentGone(Exception):
+    """The document was deleted while it was in the pipeline."""
+
+
+class StageActor(pykka.ThreadingActor):
+    use_daemon_thread = True
+
+    def __init__(self, context: PipelineContext) -> None:
+        super().__init__()
+        self.context = context
+
+    def on_receive(self, message: Any) -> Any:
+        if self.context.stopping.is_set():
+            return None  # leave the document non-terminal; the next start resumes it
+        document_id = _document_id_of(message)
+        try:
+            return self.handle(message)
+        except DocumentGone:
+            if document_id:
+                publish(DocumentReleased(document_id, reason="deleted"))
+        except StageFailed as exc:
+            if document_id:
+                self.fail(message, exc.reason)
+        except Exception as exc:  # noqa: BLE001 - one document must never stop the stage
+            log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
+            if document_id:
+                self.fail(message, "internal_error")
+        return None
+
+    def handle(self, message: Any) -> Any:
+        raise NotImplementedError
+
+    def transition(self, document: DocumentRef, status: Status, progress: float, reason: str | None = None) -> None:
+        """Record and announce a status change; raise DocumentGone if it was deleted."""
+        if not set_status(document.document_id, status, reason=reason, progress=progress):
+            raise DocumentGone(document.document_id)
+        publish(DocumentStatusChanged(document.document_id, document.collection_id, status.value, progress, reason))
+
+    def fail(self, message: Any, reason: str) -> None:
+        document_id = _document_id_of(message)
+        document = getattr(message, "document", None)
+        collection_id = document.collection_id if document is not None else _collection_of(document_id)
+        log.info("document %s failed: %s", document_id, reason)
+        if set_status(document_id, Status.FAILED, reason=reason):
+            publish(DocumentStatusChanged(document_id, collection_id, Status.FAILED.value, 0.0, reason))
+        else:
+            publish(DocumentReleased(document_id, reason="deleted"))
+
+
+def _document_id_of(message: Any) -> str | None:
+    if hasattr(message, "document"):
+        return message.document.document_id
+    return getattr(message, "document_id", None)
+
+
+def _collection_of(document_id: str | None) -> str:
+    from store.models import Document
+
+    row = Document.get_or_none(Document.id == document_id) if document_id else None
+    return row.collection_id if row is not None else ""
