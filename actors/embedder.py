@@ -71,7 +71,7 @@ class Embedder(StageActor):
             vectors = self.context.embedder.embed_documents(texts)
             check_vectors(vectors, len(texts), self.context.embedder.identity.dim)
         except EmbeddingUnavailable as exc:
-            self._release_for_retry({id(p): p for p, _, _ in taken}.values(), exc.code)
+            self._release_for_retry([pending for pending, _, _ in taken], exc.code)
             return
         except StageFailed as exc:
             for pending, _, _ in taken:
@@ -97,11 +97,12 @@ class Embedder(StageActor):
                     self._drop(pending)
                     publish(DocumentReleased(pending.message.document.document_id, reason="deleted"))
 
-    def _release_for_retry(self, pendings, code: str) -> None:
+    def _release_for_retry(self, pendings: list[_Pending], code: str) -> None:
         """The provider is down: put the documents back to Pending and back off."""
-        self.backoff_s = min(max(self.backoff_s * 2, 5.0), MAX_BACKOFF_S)
+        initial = self.context.config.embedding_retry_initial_s
+        self.backoff_s = min(max(self.backoff_s * 2, initial), MAX_BACKOFF_S)
         log.warning("embedding provider unavailable (%s); retrying in %.0f s", code, self.backoff_s)
-        for pending in list(pendings):
+        for pending in pendings:
             self._drop(pending)
             document_id = pending.message.document.document_id
             set_status(document_id, Status.PENDING, reason=code, progress=0.0)

@@ -41,6 +41,9 @@ from store.node_lock import NodeLock
 log = logging.getLogger(__name__)
 
 
+ACTOR_STOP_TIMEOUT_S = 3.0
+
+
 class NodeAlreadyRunning(KbtuiError):
     pass
 
@@ -132,13 +135,22 @@ class Runtime:
                 pass
         self.context.stopping.set()
         try:
+            # An actor stuck in a long call (a hung provider) must not hold up
+            # the exit: ask all to stop, then wait a bounded time in total.
+            futures = []
             for ref in reversed(self._started):
                 if ref in self.external_listeners:
                     continue  # their owner stops them
                 try:
-                    ref.stop(block=True, timeout=10)
-                except (pykka.ActorDeadError, pykka.Timeout):
-                    log.warning("an actor did not stop in time")
+                    futures.append(ref.stop(block=False))
+                except pykka.ActorDeadError:
+                    continue
+            deadline = time.monotonic() + ACTOR_STOP_TIMEOUT_S
+            for future in futures:
+                try:
+                    future.get(timeout=max(0.0, deadline - time.monotonic()))
+                except pykka.Timeout:
+                    log.warning("an actor is still busy at shutdown; its document stays queued")
         finally:
             self._started.clear()
             if self._lock is not None:

@@ -41,6 +41,10 @@ class DocumentGone(Exception):
     """The document was deleted while it was in the pipeline."""
 
 
+class ShuttingDown(Exception):
+    """The node is stopping: abandon the document where it is."""
+
+
 class StageActor(pykka.ThreadingActor):
     use_daemon_thread = True
 
@@ -54,15 +58,17 @@ class StageActor(pykka.ThreadingActor):
         document_id = _document_id_of(message)
         try:
             return self.handle(message)
-        except DocumentGone:
-            if document_id:
-                publish(DocumentReleased(document_id, reason="deleted"))
-        except StageFailed as exc:
-            if document_id:
-                self.fail(message, exc.reason)
         except Exception as exc:  # noqa: BLE001 - one document must never stop the stage
-            log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
-            if document_id:
+            if self.context.stopping.is_set():
+                return None  # interrupted by shutdown: the document stays queued
+            if not document_id:
+                log.error("%s failed: %s", type(self).__name__, type(exc).__name__)
+            elif isinstance(exc, DocumentGone):
+                publish(DocumentReleased(document_id, reason="deleted"))
+            elif isinstance(exc, StageFailed):
+                self.fail(message, exc.reason)
+            else:
+                log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
                 self.fail(message, "internal_error")
         return None
 
@@ -71,6 +77,8 @@ class StageActor(pykka.ThreadingActor):
 
     def transition(self, document: DocumentRef, status: Status, progress: float, reason: str | None = None) -> None:
         """Record and announce a status change; raise DocumentGone if it was deleted."""
+        if self.context.stopping.is_set():
+            raise ShuttingDown()
         if not set_status(document.document_id, status, reason=reason, progress=progress):
             raise DocumentGone(document.document_id)
         publish(DocumentStatusChanged(document.document_id, document.collection_id, status.value, progress, reason))
