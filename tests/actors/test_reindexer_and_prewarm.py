@@ -1,0 +1,103 @@
+"""Scheduled re-indexing of stale documents, and coalesced pre-warming."""
+
+from __future__ import annotations
+
+from actors.events import ScanForStale
+from actors.prewarm_manager import FAILED_WARM_COOLDOWN_S, PrewarmManager, request_warm
+from kbtui.chunking import CHUNKER_VERSION
+from store.models import Document, StatusHistory
+from tests.actors.conftest import ControlledEmbedder, add_documents, all_indexed, wait_until
+
+
+def indexed_count(document_id: str) -> int:
+    return StatusHistory.select().where(
+        (StatusHistory.document == document_id) & (StatusHistory.status == "Indexed")
+    ).count()
+
+
+def test_documents_built_by_an_older_chunker_are_reindexed(make_node, tmp_path):
+    node = make_node()
+    ids = add_documents(node, tmp_path, 4)
+    with node.pipeline() as runtime:
+        wait_until(all_indexed(ids))
+        stale, current = ids[:2], ids[2:]
+        Document.update(chunker_version=CHUNKER_VERSION - 1).where(Document.id.in_(stale)).execute()
+        runtime.request_stale_scan()
+        wait_until(lambda: all(indexed_count(i) == 2 for i in stale))
+    assert all(indexed_count(i) == 1 for i in current)
+    assert {d.chunker_version for d in Document.select()} == {CHUNKER_VERSION}
+
+
+def test_an_identity_change_counts_only_when_the_provider_resolved_confidently(make_node, tmp_path):
+    node = make_node()
+    ids = add_documents(node, tmp_path, 2)
+    with node.pipeline() as runtime:
+        wait_until(all_indexed(ids))
+        Document.update(vector_identity="ollama:other-model@abc:native:768").execute()
+
+        node.embedder.identity_confident = False  # e.g. the server is down: name fallback only
+        assert runtime.reindexer.ask(ScanForStale()) == 0
+
+        node.embedder.identity_confident = True
+        assert runtime.reindexer.ask(ScanForStale()) == 2
+        wait_until(lambda: all(indexed_count(i) == 2 for i in ids))
+    assert {d.vector_identity for d in Document.select()} == {node.embedder.identity.canonical()}
+
+
+def test_a_stale_document_keeps_serving_while_it_is_rebuilt(make_node, tmp_path):
+    node = make_node()
+    embedder = ControlledEmbedder()
+    node.embedder = embedder
+    ids = add_documents(node, tmp_path, 1)
+    with node.pipeline() as runtime:
+        wait_until(all_indexed(ids))
+        embedder.gate.clear()
+        Document.update(parser_version=0).execute()
+        runtime.request_stale_scan()
+        wait_until(lambda: Document.get_by_id(ids[0]).status == "Embedding")
+        assert [h.document_id for h in node.search("unique0", "DEFAULT").hits] == [ids[0]]
+        embedder.gate.set()
+        wait_until(all_indexed(ids))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_prewarm_coalesces_and_cools_down_only_after_failure(make_node):
+    clock = FakeClock()
+    outcomes = ["fail", "ok", "ok"]
+    calls: list[str] = []
+
+    def warm() -> None:
+        calls.append(outcomes[len(calls)])
+        if calls[-1] == "fail":
+            raise ConnectionError("not running")
+
+    manager = PrewarmManager.start({"reranker": warm}, clock=clock)
+    try:
+        request_warm(manager, "reranker", clock=clock)
+        request_warm(manager, "reranker", clock=clock)  # made before the first finished: coalesced
+        manager.ask("barrier")
+        assert calls == ["fail"]
+
+        clock.now += 1
+        request_warm(manager, "reranker", clock=clock)  # inside the cooldown: ignored
+        manager.ask("barrier")
+        assert calls == ["fail"]
+
+        clock.now += FAILED_WARM_COOLDOWN_S
+        request_warm(manager, "reranker", clock=clock)
+        manager.ask("barrier")
+        assert calls == ["fail", "ok"]
+
+        clock.now += 0.5
+        request_warm(manager, "reranker", clock=clock)  # no cooldown after a success
+        manager.ask("barrier")
+        assert calls == ["fail", "ok", "ok"]
+    finally:
+        manager.stop()
