@@ -22,6 +22,8 @@ from kbtui.errors import KbtuiError, NotFound
 from kbtui.extract import format_for
 from kbtui.logs import configure_logging
 from kbtui.node import Node
+from kbtui.retrieval.search import Hit
+from kbtui.tools.knowledge import Source
 from store import catalog
 from store.models import Document, Section, StatusHistory
 
@@ -406,24 +408,25 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     if not outcome.answered:
         click.echo(f"kbtui: {outcome.notice}", err=True)
         stdout.print("[bold]Search results instead:[/]")
-        _print_hits(fallback.hits if fallback else [])
+        _print_hits(node, collection_id, fallback.hits if fallback else [])
         return 1
     stdout.print(escape(outcome.answer))
     listed = outcome.cited or outcome.consulted
     if listed:
         stdout.print("\n[bold]Sources[/]" if outcome.cited else "\n[bold]Consulted (not cited)[/]")
     for source in listed:
+        label = escape(f"[{source.ref or '-'}]")
         where = f" p.{source.page}" if source.page is not None else ""
         section = f" › {source.section}" if source.section and source.section != source.title else ""
         stdout.print(
-            f"  [{escape(source.ref or '-')}] {escape(source.title)}{escape(section)}{where} "
+            f"  {label} {escape(source.title)}{escape(section)}{where} "
             f"[dim]· {source.document_id[:12]}[/]",
             no_wrap=True, overflow="ellipsis",
         )
     return 0
 
 
-def source_json(source) -> dict[str, object]:
+def source_json(source: Source) -> dict[str, object]:
     """The JSON shape of a cited or consulted source."""
     return {
         "ref": source.ref,
@@ -437,12 +440,14 @@ def source_json(source) -> dict[str, object]:
     }
 
 
-def _print_hits(hits) -> None:
+def _print_hits(node: Node, collection_id: str, hits: list[Hit]) -> None:
     if not hits:
         stdout.print("no matches")
         return
+    # The operator's own terminal may show decrypted names; a model never gets them.
+    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
     for rank, hit in enumerate(hits, start=1):
-        title = hit.heading_path or hit.source_path or hit.document_id[:12]
+        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
         stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
         stdout.print(f"    {escape(' '.join(hit.text.split()))}", no_wrap=True, overflow="ellipsis")
 

@@ -19,8 +19,9 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
+from kbtui.node import Node
 from kbtui.retrieval.search import SearchResponse
-from kbtui.tools.ask import AskOutcome
+from kbtui.tools.ask import AskOutcome, answer_question, search_instead
 
 
 class AskScreen(Screen[None]):
@@ -70,6 +71,19 @@ class AskScreen(Screen[None]):
         self.model_label = model_label
         self.question = ""
         self.outcome: AskOutcome | None = None
+
+    @classmethod
+    def for_node(cls, node: Node, collection_id: str, *, model: str | None = None) -> AskScreen:
+        """An Ask screen wired to ``node``: its search, its config's chat model (or ``model``)."""
+        config = node.config
+        return cls(
+            lambda question: answer_question(
+                question, collection_id=collection_id, searcher=node, config=config, model=model
+            ),
+            lambda question: search_instead(node, question, collection_id, limit=config.search_limit),
+            collection_id=collection_id,
+            model_label=model or config.chat_model,
+        )
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Ask · collection {self.collection_id} · model {self.model_label}"), id="ask-heading")

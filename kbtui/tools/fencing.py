@@ -16,6 +16,7 @@ Latin letters they imitate.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import unicodedata
@@ -65,6 +66,7 @@ def strip_format_characters(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
+@functools.lru_cache(maxsize=16384)  # texts repeat few distinct characters
 def _skeleton_piece(ch: str) -> str:
     if ord(ch) in _INVISIBLE_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
         return ""
@@ -74,7 +76,7 @@ def _skeleton_piece(ch: str) -> str:
 
 def skeleton(text: str) -> str:
     """The view of ``text`` on which marker look-alikes are detected."""
-    return "".join(_skeleton_piece(ch) for ch in text)
+    return "".join(map(_skeleton_piece, text))
 
 
 def count_marker_like_text(text: str) -> int:
@@ -93,11 +95,11 @@ def neutralise(text: str) -> str:
         return text  # fast path: for ASCII the skeleton is just the lower case
     text = strip_format_characters(text)
     while True:
-        pieces = [_skeleton_piece(ch) for ch in text]
-        origin = [index for index, piece in enumerate(pieces) for _ in piece]
+        pieces = list(map(_skeleton_piece, text))
         matches = list(_MARKER_LIKE.finditer("".join(pieces)))
         if not matches:
             return text
+        origin = [index for index, piece in enumerate(pieces) for _ in piece]
         # Each pass removes at least one "untrusted" from the skeleton and the
         # placeholder adds none, so this terminates.
         for match in reversed(matches):

@@ -62,9 +62,9 @@ async def ask_in_app(screen: AskScreen, question: str, *, then_press: str | None
 def test_the_answer_appears_with_its_cited_sources(node, ollama_server, add_document):
     document_id = add_document("backups.md", BACKUPS)
     ollama_server.script = search_then_cite("basebackup")
-    config = dataclasses.replace(node.config, chat_host=ollama_server.url, chat_model="stub-model")
+    node.config = dataclasses.replace(node.config, chat_host=ollama_server.url, chat_model="stub-model")
 
-    shown = asyncio.run(ask_in_app(make_screen(node, config), "When do backups run?"))
+    shown = asyncio.run(ask_in_app(AskScreen.for_node(node, "DEFAULT"), "When do backups run?"))
 
     assert shown["answer"] == "Nightly pg_basebackup runs at 02:00 with WAL archiving. [S1]"
     assert shown["title"] == "Sources"
