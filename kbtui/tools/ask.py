@@ -244,6 +244,9 @@ def _run_turn(
         log.info("ask failed: %s after %d tool call(s)", failure.code, calls_made)
         return _unanswered(failure.code, decision.endpoint, calls_made)
     answer = turn.content.strip()
+    if not answer:
+        log.info("ask failed: empty answer after %d tool call(s)", calls_made)
+        return _unanswered(CHAT_MODEL_ERROR, decision.endpoint, calls_made)
     cited = registry.cited_in(answer)
     log.info("ask answered: %d tool call(s), %d cited", calls_made, len(cited))
     return AskOutcome(

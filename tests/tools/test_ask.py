@@ -12,6 +12,7 @@ import pytest
 from kbtui.tools import ask as ask_module
 from kbtui.tools.ask import (
     ANSWERED,
+    CHAT_MODEL_ERROR,
     CHAT_MODEL_NOT_FOUND,
     CHAT_MODEL_UNREACHABLE,
     answer_question,
@@ -110,6 +111,12 @@ def test_a_model_that_is_not_installed_is_reported(node, config, ollama_server):
     ollama_server.script = lambda _request: (404, {"error": "model 'stub-model' not found"})
     outcome = ask("Anything?", node, config)
     assert outcome.status == CHAT_MODEL_NOT_FOUND and outcome.offers_search
+
+
+def test_an_empty_reply_is_not_an_answer(node, config, ollama_server):
+    ollama_server.script = lambda _request: (200, text_reply("   "))
+    outcome = ask("Anything?", node, config)
+    assert outcome.status == CHAT_MODEL_ERROR and outcome.offers_search
 
 
 def test_a_cloud_model_is_never_contacted_without_the_opt_in(node, config, ollama_server, add_document):
