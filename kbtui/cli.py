@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from actors.status_writer import STATUS_FILE_NAME
 from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
 from kbtui.errors import KbtuiError, NotFound
@@ -24,7 +25,8 @@ from kbtui.extract import format_for
 from kbtui.follow import follow_documents
 from kbtui.logs import configure_logging
 from kbtui.node import Node
-from actors.status_writer import STATUS_FILE_NAME
+from kbtui.retrieval.search import Hit
+from kbtui.tools.knowledge import Source
 from store import catalog
 from store.node_lock import node_running
 from store.models import Document, Section, StatusHistory
@@ -439,6 +441,101 @@ def read_node_status(home: Path) -> dict[str, object] | None:
         return json.loads((home / STATUS_FILE_NAME).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
+
+
+# ---------------------------------------------------------------- agent tools: mcp / ask
+
+
+@cli.command("mcp")
+@click.pass_context
+def mcp_command(ctx: click.Context) -> int:
+    """Serve the knowledge tools (read-only) to a local agent over MCP on stdio.
+
+    Results are fenced as untrusted document data. Connect it only to agents
+    whose model runs on this machine: whatever the agent's model is, it reads
+    what these tools return.
+    """
+    from kbtui.tools.mcp_server import serve_stdio
+
+    serve_stdio(_open_node(ctx))
+    return 0
+
+
+@cli.command()
+@click.argument("question")
+@click.option("-c", "--collection", help="Collection to answer from (default: DEFAULT).")
+@click.option("-m", "--model", help="Chat model for this question (default: chat_model from config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def ask(ctx: click.Context, question: str, collection: str | None, model: str | None, as_json: bool) -> int:
+    """Answer a question with a local chat model that searches the knowledge base.
+
+    Exits 1 when no answer was produced (no reachable chat model, or a cloud
+    model without allow_cloud_model_access); plain search results are shown instead.
+    """
+    from kbtui.tools.ask import answer_question, search_instead
+
+    node = _open_node(ctx)
+    collection_id = _existing_collection(collection) if collection else canonical_collection_id(None)
+    outcome = answer_question(question, collection_id=collection_id, searcher=node, config=node.config, model=model)
+    fallback = search_instead(node, question, collection_id, limit=node.config.search_limit) if outcome.offers_search else None
+    if as_json:
+        click.echo(json.dumps({
+            "status": outcome.status,
+            "model": outcome.model,
+            "answer": outcome.answer if outcome.answered else None,
+            "notice": outcome.notice,
+            "tool_calls": outcome.tool_calls,
+            "cited": [source_json(s) for s in outcome.cited],
+            "consulted": [source_json(s) for s in outcome.consulted],
+            "search": None if fallback is None else {"hits": [hit_json(h) for h in fallback.hits], "degraded": fallback.degraded},
+        }, indent=2))
+        return 0 if outcome.answered else 1
+    if not outcome.answered:
+        click.echo(f"kbtui: {outcome.notice}", err=True)
+        stdout.print("[bold]Search results instead:[/]")
+        _print_hits(node, collection_id, fallback.hits if fallback else [])
+        return 1
+    stdout.print(escape(outcome.answer))
+    listed = outcome.cited or outcome.consulted
+    if listed:
+        stdout.print("\n[bold]Sources[/]" if outcome.cited else "\n[bold]Consulted (not cited)[/]")
+    for source in listed:
+        label = escape(f"[{source.ref or '-'}]")
+        where = f" p.{source.page}" if source.page is not None else ""
+        section = f" › {source.section}" if source.section and source.section != source.title else ""
+        stdout.print(
+            f"  {label} {escape(source.title)}{escape(section)}{where} "
+            f"[dim]· {source.document_id[:12]}[/]",
+            no_wrap=True, overflow="ellipsis",
+        )
+    return 0
+
+
+def source_json(source: Source) -> dict[str, object]:
+    """The JSON shape of a cited or consulted source."""
+    return {
+        "ref": source.ref,
+        "collection": source.collection_id,
+        "document_id": source.document_id,
+        "chunk_id": source.chunk_id,
+        "title": source.title,
+        "section": source.section,
+        "source_path": source.source,
+        "page": source.page,
+    }
+
+
+def _print_hits(node: Node, collection_id: str, hits: list[Hit]) -> None:
+    if not hits:
+        stdout.print("no matches")
+        return
+    # The operator's own terminal may show decrypted names; a model never gets them.
+    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
+    for rank, hit in enumerate(hits, start=1):
+        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
+        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
+        stdout.print(f"    {escape(' '.join(hit.text.split()))}", no_wrap=True, overflow="ellipsis")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,6 +44,12 @@ class Config:
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
+    # Ask: the Ollama chat model that answers questions with the knowledge tools.
+    chat_model: str = "llama3.2"
+    chat_host: str = ""  # empty: ollama_host
+    chat_timeout_s: float = 120.0
+    # The knowledge tools are offered only to node-local models unless this is true.
+    allow_cloud_model_access: bool = False
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:
