@@ -87,6 +87,12 @@ def path_skip_reason(source_path: str) -> SkipReason | None:
         return SkipReason.SENSITIVE
     if any(is_generated_directory(d) for d in directories):
         return SkipReason.GENERATED
-    if format_for(name) is None:
+    if format_for(name) is None or _is_bare_dotfile(name):
         return SkipReason.UNSUPPORTED_FORMAT
     return None
+
+
+def _is_bare_dotfile(name: str) -> bool:
+    # ``.gitignore``, ``.bashrc``: tool configuration that would pass for
+    # extension-less plain text; ``.github/x.md``-style documents still count.
+    return name.startswith(".") and PurePosixPath(name).suffix == ""
