@@ -171,6 +171,10 @@ def check_repository_name(name: str) -> str:
 def register_repository(store: Store, folder: Path, name: str | None = None) -> RegisteredRepository:
     """Register ``folder`` if git itself says it is a working tree's top level."""
     root = verify_top_level(folder)
+    try:
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise KbtuiError("the folder's path is not valid UTF-8, so it cannot be registered") from None
     label = check_repository_name(name if name is not None else root.name)
     registered = catalog.register_repository(store, str(root), label)
     log.info("repository %s registered", registered.id)
@@ -251,36 +255,37 @@ class _Import:
             root, self.limits, excluded=_own_data_inside(root, self.store.home), before_open=self.before_open
         )
         try:
-            scan.__enter__()
+            scan.open()
         except BaseException:
             catalog.record_import(self.repository.id, "failed")
             raise
-        try:
-            self.report.listed = scan.listed_count
-            self.report.ignored = scan.ignored_count
-            by_path = catalog.documents_by_path(self.collection_id)
-            for done, outcome in enumerate(scan, start=1):
-                if isinstance(outcome, SkippedPath):
-                    self.report.record(outcome.source_path, "skipped", outcome.size, reason=outcome.reason.value)
-                else:
-                    self._store(outcome, by_path.get(outcome.source_path))
-                if self.on_progress is not None:
-                    self.on_progress(done, scan.listed_count)
-            budget_spent = scan.budget_exhausted
-        except Exception as exc:
-            raise self._failed(exc) from exc
-        except BaseException:
-            self._finish("failed")
-            raise
-        finally:
-            scan.close()
-        if budget_spent:
+        with scan:
+            try:
+                self._take(scan)
+            except Exception as exc:
+                raise self._failed(exc) from exc
+            except BaseException:
+                self._finish("failed")
+                raise
+        if scan.budget_exhausted:
             return self._finish("incomplete")
         try:
             self._purge_gone_paths()
         except Exception as exc:
             raise self._failed(exc) from exc
         return self._finish("completed")
+
+    def _take(self, scan: RepositoryScan) -> None:
+        self.report.listed = scan.listed_count
+        self.report.ignored = scan.ignored_count
+        by_path = catalog.documents_by_path(self.collection_id)
+        for done, outcome in enumerate(scan, start=1):
+            if isinstance(outcome, SkippedPath):
+                self.report.record(outcome.source_path, "skipped", outcome.size, reason=outcome.reason.value)
+            else:
+                self._store(outcome, by_path.get(outcome.source_path))
+            if self.on_progress is not None:
+                self.on_progress(done, scan.listed_count)
 
     def _store(self, accepted: AcceptedFile, current: PathDocument | None) -> None:
         path, size = accepted.source_path, len(accepted.data)

@@ -165,8 +165,9 @@ class RepositoryScan:
         self.bytes_accepted = 0
         self.budget_exhausted = False
 
-    def __enter__(self) -> RepositoryScan:
-        # Re-validate the registration: still a directory, still git's top level.
+    def open(self) -> RepositoryScan:
+        """Re-validate the registration, open the root and ask git for the paths."""
+        # Still a directory, still git's top level, still the same real path.
         if verify_top_level(self.root) != self.root:
             raise NotAGitTopLevel("the registered folder now resolves elsewhere; register it again")
         try:
@@ -184,6 +185,9 @@ class RepositoryScan:
             raise
         return self
 
+    def __enter__(self) -> RepositoryScan:
+        return self.open()
+
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
@@ -198,7 +202,7 @@ class RepositoryScan:
 
     def __iter__(self) -> Iterator[ScanOutcome]:
         if self._root_fd is None:
-            raise RuntimeError("enter the scan before iterating it")
+            raise RuntimeError("open the scan before iterating it")
         cursor = _DirectoryCursor(self._root_fd)
         virtualenvs = {
             path[: -len(VIRTUALENV_MARKER)]
