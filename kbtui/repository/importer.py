@@ -272,7 +272,7 @@ class _Import:
         try:
             self._purge_gone_paths()
         except Exception as exc:
-            raise self._failed(exc) from exc
+            raise self._failed(exc, "some documents of removed paths may remain; import again") from exc
         return self._finish("completed")
 
     def _take(self, scan: RepositoryScan) -> None:
@@ -318,10 +318,10 @@ class _Import:
                 if purge_document(self.store, document.document_id) is not None:
                     self.report.record(path, "removed", document.size_bytes, document_id=document.document_id)
 
-    def _failed(self, exc: Exception) -> ImportFailed:
+    def _failed(self, exc: Exception, consequence: str = "nothing was removed") -> ImportFailed:
         log.error("repository %s import stopped part-way: %s", self.repository.id, type(exc).__name__)
         return ImportFailed(
-            f"the import stopped part-way ({type(exc).__name__}); nothing was removed", self._finish("failed")
+            f"the import stopped part-way ({type(exc).__name__}); {consequence}", self._finish("failed")
         )
 
     def _finish(self, status: str) -> ImportReport:
