@@ -32,6 +32,9 @@ class Config:
     ollama_host: str = "http://127.0.0.1:11434"
     max_embedding_batch_size: int = 32
     max_document_bytes: int = 256 * 1024 * 1024
+    # Repository imports: a larger file is skipped; a scan stops once its files total more.
+    repository_max_file_bytes: int = 16 * 1024 * 1024
+    repository_max_total_bytes: int = 1024 * 1024 * 1024
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
     # Ingestion pipeline (actors)
     admission_queue_capacity: int = 256
