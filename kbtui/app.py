@@ -1,58 +1,522 @@
-"""The Textual application (a first, minimal document list)."""
+"""The Textual application: documents, search, detail, import, collections.
+
+One app with a default screen (Documents). It runs as the node (the actor
+pipeline in this process, its events arriving through :class:`TuiBridge`)
+when no node runs for the data directory, otherwise as a client that polls
+the database and adds documents as Pending rows for the running node.
+
+Nothing blocks the UI loop: database, search, file and pipeline work runs in
+thread workers (``exit_on_error=False``) that report back by message, and
+one handler, :meth:`KbtuiApp.on_worker_state_changed`, turns their failures
+into notifications that carry an error type or a content-free message only.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from textual.app import App, ComposeResult
+import pykka
+from textual import work
+from textual.app import App
 from textual.binding import Binding
-from textual.widgets import DataTable, Footer, Header
+from textual.events import DescendantFocus
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Input
+from textual.worker import Worker, WorkerState
 
+from actors.events import DocumentStatusChanged, SweepPending
+from actors.runtime import NodeAlreadyRunning, Runtime
+from kbtui.bridge import TuiBridge
+from kbtui.collections import DEFAULT_COLLECTION
+from kbtui.commands import KbtuiCommands
 from kbtui.config import Config
+from kbtui.errors import KbtuiError
+from kbtui.extract import format_for
+from kbtui.logs import configure_logging
+from kbtui.messages import (
+    AdmissionUpdated,
+    CatalogPolled,
+    DocumentsChanged,
+    DocumentStatusUpdated,
+    NodeModeDecided,
+    NodeQueue,
+)
 from kbtui.node import Node
+from kbtui.preferences import Preferences, load_preferences, save_preferences
+from kbtui.retrieval.search import Hit
+from kbtui.screens.add_files import AddFilesScreen
+from kbtui.screens.ask import AskScreen
+from kbtui.screens.collections import CollectionsScreen
+from kbtui.screens.confirm import ConfirmScreen
+from kbtui.screens.document import DocumentScreen
+from kbtui.screens.documents import DocumentsScreen
+from kbtui.screens.help import HelpScreen
+from kbtui.screens.preview import HitPreviewScreen
+from kbtui.screens.queries import NameCache, poll_catalog
+from kbtui.screens.repository_import import ImportScreen
+from kbtui.screens.search import SearchScreen
+from kbtui.theming import DEFAULT_THEME, load_themes, theme_dirs
+from kbtui.tools.reads import thread_connection
+from kbtui.widgets.ingest_header import IngestHeader, Throughput
 from store import catalog
+from store.models import Document, Status
+from store.node_lock import node_running
+
+log = logging.getLogger(__name__)
+
+TERMINAL = (Status.INDEXED.value, Status.FAILED.value)
+SEARCH_SCREEN = "search"
+# Worker groups whose screens report their own failures.
+SELF_REPORTING_GROUPS = ("ask", "ask-search")
+
+
+@dataclass(frozen=True)
+class TuiOptions:
+    """How the app behaves; tests use a deterministic set (no node, no blink, fixed clock)."""
+
+    run_node: bool = True  # run the pipeline here when no node runs for the data dir
+    poll_interval_s: float = 1.0
+    flush_interval_s: float = 0.25
+    search_debounce_s: float = 0.15
+    cursor_blink: bool = True
+    show_timings: bool = True
+    remember_preferences: bool = True
+    clock: Callable[[], float] = time.time
 
 
 class KbtuiApp(App[int]):
+    """The kbtui terminal UI over one opened node."""
+
     TITLE = "kbtui"
+    COMMANDS = App.COMMANDS | {KbtuiCommands}
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="quit"),
-        Binding("r", "refresh", "Refresh", id="refresh"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("slash", "focus_search", "Search", id="app.search", tooltip="Search from anywhere"),
+        Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("c", "switch_collection", "Collection", id="app.collections", show=False),
+        Binding("i", "import_repository", "Import", id="app.import", show=False),
+        Binding("k", "ask", "Ask", id="app.ask", show=False),
+        Binding("t", "change_theme", "Theme", id="app.theme", show=False),
+        Binding("D", "show_documents", "Documents", id="app.documents", show=False),
     ]
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, node: Node, *, options: TuiOptions | None = None) -> None:
         super().__init__()
-        self.config = config
-        self.node: Node | None = None
+        self.node = node
+        self.options = options or TuiOptions()
+        self.clock = self.options.clock
+        self.names = NameCache(node.store)
+        self.preferences = load_preferences(node.config.home) if self.options.remember_preferences else Preferences()
+        self.collection_id = self.preferences.collection_id or DEFAULT_COLLECTION
+        self.known_collections: tuple[str, ...] = ()
+        self.mode = "starting"
+        self.runtime: Runtime | None = None
+        self.bridge: pykka.ActorRef | None = None
+        self.queue: NodeQueue | None = None
+        self.throughput = Throughput()
+        self.rate = 0.0
+        self.finished_total = 0
+        self.last_stamp: tuple[int, float] | None = None
+        self._live: dict[str, DocumentStatusChanged] = {}
+        self._stopping = False
+        self.documents_screen = DocumentsScreen()
+        themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
+        for theme in themes:
+            self.register_theme(theme)
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield DataTable(id="documents", cursor_type="row")
-        yield Footer()
+    def get_default_screen(self) -> Screen:
+        return self.documents_screen
 
     def on_mount(self) -> None:
-        self.node = Node.open(self.config)
-        table = self.query_one(DataTable)
-        table.add_columns("ID", "Name", "Collection", "Status", "Chunks", "Updated")
-        self.action_refresh()
+        wanted = self.preferences.theme
+        self.theme = wanted if wanted in self.available_themes else (
+            DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+        )
+        self.theme_changed_signal.subscribe(self, self._remember_theme)
+        for problem in self.theme_problems:
+            self.notify(f"Theme file {problem.file_name} skipped: {problem.reason}", severity="warning", timeout=10)
+        self.install_screen(SearchScreen(), name=SEARCH_SCREEN)
+        self._show_header()
+        self.set_interval(self.options.poll_interval_s, self._poll_tick)
+        self.set_interval(self.options.flush_interval_s, self._flush_live)
+        self._start_node()
+        self._poll_tick()
 
-    def action_refresh(self) -> None:
-        assert self.node is not None
-        table = self.query_one(DataTable)
-        table.clear()
-        for d in catalog.list_documents():
-            status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
-            table.add_row(
-                d.id[:12], catalog.display_name(self.node.store, d), d.collection_id, status,
-                str(d.chunk_count), time.strftime("%Y-%m-%d %H:%M", time.localtime(d.updated_at)),
-                key=d.id,
-            )
-        self.sub_title = f"{table.row_count} documents"
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        if isinstance(event.widget, Input) and not self.options.cursor_blink:
+            event.widget.cursor_blink = False
+
+    # ------------------------------------------------------------ node or client
+
+    @work(thread=True, exclusive=True, group="node", exit_on_error=False)
+    def _start_node(self) -> None:
+        home = self.node.config.home
+        if node_running(home):
+            self.post_message(NodeModeDecided("client"))
+            return
+        if not self.options.run_node:
+            self.post_message(NodeModeDecided("viewer"))
+            return
+        bridge = TuiBridge.start(self.post_message)
+        runtime = self.node.pipeline(listeners=[bridge])
+        try:
+            with thread_connection():
+                runtime.start()
+        except NodeAlreadyRunning:
+            bridge.stop()
+            self.post_message(NodeModeDecided("client"))
+            return
+        except BaseException:
+            bridge.stop()
+            raise
+        self.runtime, self.bridge = runtime, bridge
+        self.post_message(NodeModeDecided("node"))
+
+    def on_node_mode_decided(self, message: NodeModeDecided) -> None:
+        self.mode = message.mode
+        if message.mode != "node":
+            self.queue = None
+        self._show_header()
+        log.info("terminal UI running as %s", message.mode)
+
+    def stop_node(self, *, drain_timeout_s: float | None = None) -> None:
+        """Stop the pipeline (if this process runs it) and the bridge. Blocks: call off the UI loop."""
+        runtime, bridge = self.runtime, self.bridge
+        self.runtime = self.bridge = None
+        if runtime is not None:
+            runtime.stop(drain_timeout_s=drain_timeout_s)
+        if bridge is not None:
+            try:
+                bridge.stop(timeout=5)
+            except (pykka.ActorDeadError, pykka.Timeout):
+                pass
+
+    async def action_quit(self) -> None:
+        if self.runtime is None or self._stopping:
+            self.exit(0)
+            return
+        self._stopping = True
+        drain = self.node.config.shutdown_drain_timeout_s
+        self.notify(f"Stopping the node: in-flight documents get up to {drain:.0f} s. Press q again to leave now.")
+        await asyncio.to_thread(self.stop_node)
+        self.exit(0)
 
     def on_unmount(self) -> None:
-        if self.node is not None:
-            self.node.close()
+        # Left without q (a test, an error): stop at once; unfinished documents stay queued.
+        self.stop_node(drain_timeout_s=0)
+
+    # ------------------------------------------------------------ live state
+
+    def on_document_status_updated(self, message: DocumentStatusUpdated) -> None:
+        event = message.event
+        self._live[event.document_id] = event
+        if event.status in TERMINAL:
+            self.finished_total += 1
+
+    def on_admission_updated(self, message: AdmissionUpdated) -> None:
+        event = message.event
+        self.queue = NodeQueue(
+            event.queue_depth, event.queue_capacity, event.in_flight, event.accepted, event.rejected, event.paused_for_s
+        )
+        self._show_header()
+
+    def _flush_live(self) -> None:
+        if not self._live:
+            return
+        events = list(self._live.values())
+        self._live.clear()
+        self.documents_screen.apply_live(events)
+        if isinstance(self.screen, DocumentScreen) and any(e.document_id == self.screen.document_id for e in events):
+            self.screen.reload()
+
+    def _poll_tick(self) -> None:
+        if not any(w.group == "poll" and w.is_running for w in self.workers):
+            self._poll(self.collection_id, self.mode)
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def _poll(self, collection_id: str, mode: str) -> None:
+        with thread_connection():
+            snapshot = poll_catalog(collection_id, self.node.config.home, read_node_status=mode == "client")
+        self.post_message(CatalogPolled(snapshot))
+
+    def on_catalog_polled(self, message: CatalogPolled) -> None:
+        snapshot = message.snapshot
+        if snapshot.collection_id != self.collection_id:
+            return
+        self.known_collections = snapshot.collections
+        counts = dict(snapshot.status_counts)
+        self.documents_screen.show_counts(counts)
+        if self.mode == "client":
+            self.queue = snapshot.queue
+            self.throughput.record(self.clock(), counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0))
+        else:
+            self.throughput.record(self.clock(), self.finished_total)
+        self.rate = self.throughput.per_second()
+        header = self.documents_screen.query_one(IngestHeader)
+        header.record_depth(self.queue.queue_depth if self.queue else 0)
+        self._show_header()
+        if snapshot.stamp != self.last_stamp:
+            self.last_stamp = snapshot.stamp
+            self.documents_screen.reload()
+        if self.mode == "client" and not snapshot.node_running and self.options.run_node:
+            self.mode = "starting"  # the other node stopped: take over
+            self._start_node()
+        elif self.mode == "viewer" and snapshot.node_running:
+            self.mode = "client"
+            self._show_header()
+
+    def _show_header(self) -> None:
+        if self.documents_screen.is_mounted:
+            self.documents_screen.query_one(IngestHeader).show(self.mode, self.collection_id, self.queue, self.rate)
+
+    # ------------------------------------------------------------ navigation
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # A dialog keeps the keyboard to itself (the palette stays available).
+        if isinstance(self.screen, ModalScreen) and action in {
+            "quit", "focus_search", "help", "switch_collection", "import_repository", "ask", "change_theme",
+            "show_documents",
+        }:
+            return False
+        return True
+
+    def go_back(self) -> None:
+        """Esc: leave the current screen for the one below."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def _raise_or_push(self, screen: str | Screen) -> None:
+        target = self.get_screen(screen) if isinstance(screen, str) else screen
+        if target in self.screen_stack:
+            while self.screen is not target:
+                self.pop_screen()
+        else:
+            self.push_screen(screen)
+
+    def action_focus_search(self) -> None:
+        self._raise_or_push(SEARCH_SCREEN)
+        search = self.get_screen(SEARCH_SCREEN)
+        assert isinstance(search, SearchScreen)
+        self.call_after_refresh(search.focus_input)
+
+    def action_show_documents(self) -> None:
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_toggle_explain(self) -> None:
+        self.action_focus_search()
+        search = self.get_screen(SEARCH_SCREEN)
+        assert isinstance(search, SearchScreen)
+        search.action_toggle_explain()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.screen))
+
+    def action_ask(self) -> None:
+        self.push_screen(AskScreen.for_node(self.node, self.collection_id))
+
+    def action_import_repository(self) -> None:
+        if not isinstance(self.screen, ImportScreen):
+            self.push_screen(ImportScreen())
+
+    def open_document(self, document_id: str) -> None:
+        self.push_screen(DocumentScreen(document_id))
+
+    def open_hit(self, hit: Hit, query: str, fallback_name: str | None) -> None:
+        self.push_screen(HitPreviewScreen(hit, query, fallback_name))
+
+    def focused_document(self) -> tuple[str, str] | None:
+        """(id, name) of the document the operator is looking at, if any."""
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, DocumentScreen) and screen.detail is not None:
+                return screen.document_id, screen.detail.name
+            if isinstance(screen, DocumentsScreen):
+                row = screen.selected_row()
+                return (row.document_id, row.name) if row else None
+        return None
+
+    def filter_documents(self, status: str | None) -> None:
+        self.action_show_documents()
+        self.documents_screen.set_filter(status)
+
+    # ------------------------------------------------------------ collections and preferences
+
+    def action_switch_collection(self) -> None:
+        def chosen(collection_id: str | None) -> None:
+            if collection_id and collection_id != self.collection_id:
+                self.switch_collection(collection_id)
+
+        self.push_screen(CollectionsScreen(list(self.known_collections), self.collection_id), chosen)
+
+    def switch_collection(self, collection_id: str) -> None:
+        """Make ``collection_id`` the active collection everywhere."""
+        self.collection_id = collection_id
+        self.last_stamp = None
+        self._live.clear()
+        self.documents_screen.set_filter(self.documents_screen.status_filter)
+        self.documents_screen.show_counts({})
+        search = self.get_screen(SEARCH_SCREEN)
+        if isinstance(search, SearchScreen) and search.is_mounted:
+            search.rerun()
+        self._show_header()
+        self._poll_tick()
+        self._save_preferences(Preferences(theme=self.theme, collection_id=collection_id))
+
+    def _remember_theme(self, theme: object) -> None:
+        self._save_preferences(Preferences(theme=self.theme, collection_id=self.collection_id))
+
+    def _save_preferences(self, preferences: Preferences) -> None:
+        if self.options.remember_preferences and preferences != self.preferences:
+            self.preferences = preferences
+            self._write_preferences(preferences)
+
+    @work(thread=True, group="preferences", exit_on_error=False)
+    def _write_preferences(self, preferences: Preferences) -> None:
+        save_preferences(self.node.config.home, preferences)
+
+    # ------------------------------------------------------------ catalog changes
+
+    def action_add_files(self) -> None:
+        def chosen(path: str | None) -> None:
+            if path:
+                self._add_path(path, self.collection_id)
+
+        self.push_screen(AddFilesScreen(), chosen)
+
+    @work(thread=True, group="catalog", exit_on_error=False)
+    def _add_path(self, raw: str, collection_id: str) -> None:
+        from kbtui.cli import collect_files
+
+        files = collect_files([os.path.expanduser(raw)])
+        created = present = refused = 0
+        with thread_connection():
+            for path in files:
+                try:
+                    outcome = catalog.add_document(
+                        self.node.store, collection_id, path, display_name=path.name,
+                        fmt=format_for(path.name) or "text", max_bytes=self.node.config.max_document_bytes,
+                    )
+                except KbtuiError:
+                    refused += 1
+                    continue
+                created += outcome.created
+                present += not outcome.created
+        self._sweep_now()
+        summary = f"{created} added, {present} already present" + (f", {refused} too large" if refused else "")
+        self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
+
+    def confirm_delete(self, document_id: str, name: str, *, leave_screen: Screen | None = None) -> None:
+        """Ask, then delete the document: rows, index entries and encrypted source."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._delete([document_id], self.collection_id)
+                if leave_screen is not None and self.screen is leave_screen:
+                    self.go_back()
+
+        self.push_screen(
+            ConfirmScreen(f"Delete “{name}”?\nIts chunks, vectors and encrypted source are removed for good.",
+                          yes_label="Delete"),
+            answered,
+        )
+
+    @work(thread=True, group="catalog", exit_on_error=False)
+    def _delete(self, document_ids: list[str], collection_id: str) -> None:
+        with thread_connection():
+            removed = sum(self.node.purge(document_id) for document_id in document_ids)
+        self.post_message(DocumentsChanged(collection_id, f"{removed} document(s) deleted"))
+
+    def confirm_reindex_all(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.reindex_documents(None)
+
+        self.push_screen(
+            ConfirmScreen(f"Re-index every document of {self.collection_id}?\n"
+                          "They keep serving their current index until the new one commits.",
+                          yes_label="Reindex all"),
+            answered,
+        )
+
+    def reindex_documents(self, document_ids: list[str] | None) -> None:
+        """Queue documents (None: the whole active collection) for ingestion again."""
+        self._reindex(document_ids, self.collection_id)
+
+    @work(thread=True, group="catalog", exit_on_error=False)
+    def _reindex(self, document_ids: list[str] | None, collection_id: str) -> None:
+        with thread_connection():
+            if document_ids is None:
+                document_ids = [
+                    d.id for d in Document.select(Document.id).where(Document.collection == collection_id)
+                ]
+            sound, damaged = [], 0
+            for document_id in document_ids:
+                # A damaged source would only fail again: leave its index alone.
+                try:
+                    self.node.store.blobs.verify(document_id)
+                    sound.append(document_id)
+                except KbtuiError:
+                    damaged += 1
+            catalog.mark_pending(sound)
+        self._sweep_now()
+        summary = f"{len(sound)} queued for re-indexing" + (f", {damaged} skipped (damaged source)" if damaged else "")
+        self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
+
+    def _sweep_now(self) -> None:
+        """Ask this node's admission to pick Pending rows up now (a tell: never waits)."""
+        runtime = self.runtime
+        if runtime is not None and runtime.admission is not None:
+            try:
+                runtime.admission.tell(SweepPending())
+            except pykka.ActorDeadError:
+                pass
+
+    def _who_indexes(self) -> str:
+        if self.mode == "viewer":
+            return "; no node is running, so they wait as Pending"
+        return ""
+
+    def on_documents_changed(self, message: DocumentsChanged) -> None:
+        self.notify(message.summary)
+        self.documents_changed(message.collection_id)
+
+    def documents_changed(self, collection_id: str) -> None:
+        """Something changed the catalog: show it now rather than at the next poll."""
+        if collection_id == self.collection_id:
+            self.documents_screen.reload()
+            self._poll_tick()
+
+    # ------------------------------------------------------------ failures
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.ERROR or event.worker.group in SELF_REPORTING_GROUPS:
+            return
+        error = event.worker.error
+        # Logs and notifications name the error type only (messages can carry text),
+        # except our own errors, whose messages are content-free by contract.
+        log.warning("%s work failed: %s", event.worker.group, type(error).__name__)
+        if isinstance(error, KbtuiError):
+            self.notify(error.message, title="Failed", severity="error", timeout=10)
+        else:
+            self.notify(f"{event.worker.group} failed ({type(error).__name__})", severity="error", timeout=10)
 
 
 def run_app(config: Config) -> int:
-    return KbtuiApp(config).run() or 0
+    """Open the node for ``config.home`` and run the terminal UI until the operator quits."""
+    # Log lines must not land on the screen the UI draws.
+    configure_logging(
+        config.home, to_stderr_level=None,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
+    node = Node.open(config)
+    app = KbtuiApp(node)
+    try:
+        return app.run() or 0
+    finally:
+        app.stop_node(drain_timeout_s=0)
+        node.close()

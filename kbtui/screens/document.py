@@ -1,0 +1,167 @@
+"""Document detail: metadata (the decrypted name, for the operator only),
+status history, the sections tree and the chunk list; reindex or delete."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
+
+from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.screens.queries import DocumentDetail, load_document_detail
+from kbtui.tools.reads import thread_connection
+from kbtui.widgets.cells import full_time, human_size, status_cell
+
+if TYPE_CHECKING:
+    from kbtui.app import KbtuiApp
+
+
+def metadata_text(detail: DocumentDetail) -> Text:
+    """The key facts, two to a line so they fit 80 columns."""
+    status = status_cell(detail.status, detail.progress, detail.reason)
+    text = Text()
+    text.append("name      ", style="dim")
+    text.append(detail.name + "\n", style="bold")
+    text.append("id        ", style="dim")
+    text.append(f"{detail.document_id}  ({detail.collection_id})\n")
+    text.append("status    ", style="dim")
+    text.append_text(status)
+    text.append(f"   {detail.chunk_count} chunks · {len(detail.sections)} sections · {human_size(detail.size_bytes)} {detail.format}\n")
+    if detail.source_path:
+        text.append("source    ", style="dim")
+        text.append(detail.source_path + "\n")
+    text.append("times     ", style="dim")
+    text.append(f"added {full_time(detail.created_at)} · indexed {full_time(detail.indexed_at)}\n")
+    text.append("index     ", style="dim")
+    versions = f"parser v{detail.parser_version} · chunker v{detail.chunker_version}" if detail.parser_version else "not indexed yet"
+    identity = f" · {detail.vector_identity} ({detail.vector_dim} dims)" if detail.vector_identity else ""
+    text.append(versions + identity)
+    return text
+
+
+def build_section_tree(tree: Tree, detail: DocumentDetail) -> None:
+    """Nest sections by heading level under the tree's root."""
+    tree.clear()
+    tree.root.label = Text(detail.name)
+    stack: list[tuple[int, object]] = [(0, tree.root)]
+    for section in detail.sections:
+        leaf = section.heading_path.split(HEADING_SEPARATOR)[-1] if section.heading_path else "(untitled)"
+        page = f"  p.{section.page}" if section.page is not None else ""
+        label = Text(leaf)
+        label.append(f"{page}  {section.start_offset}–{section.end_offset}", style="dim")
+        level = max(1, section.level)
+        while len(stack) > 1 and stack[-1][0] >= level:
+            stack.pop()
+        node = stack[-1][1].add(label, expand=True)  # type: ignore[attr-defined]
+        stack.append((level, node))
+    for node in tree.root.children:
+        _leaves_do_not_expand(node)
+    tree.root.expand()
+
+
+def _leaves_do_not_expand(node) -> None:  # noqa: ANN001 - a TreeNode
+    node.allow_expand = bool(node.children)
+    for child in node.children:
+        _leaves_do_not_expand(child)
+
+
+class DocumentScreen(Screen[None]):
+    """Everything about one document."""
+
+    app: KbtuiApp
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="document.back"),
+        Binding("r", "reindex", "Reindex", id="document.reindex"),
+        Binding("d", "delete", "Delete", id="document.delete"),
+        Binding("1", "show_tab('history')", "History", id="document.history"),
+        Binding("2", "show_tab('sections')", "Sections", id="document.sections"),
+        Binding("3", "show_tab('chunks')", "Chunks", id="document.chunks"),
+    ]
+
+    DEFAULT_CSS = """
+    DocumentScreen #document-meta { height: auto; padding: 0 1; background: $panel; }
+    DocumentScreen TabbedContent { height: 1fr; }
+    DocumentScreen TabPane { padding: 0; }
+    DocumentScreen DataTable, DocumentScreen Tree { height: 1fr; }
+    """
+
+    class Loaded(Message):
+        def __init__(self, detail: DocumentDetail | None) -> None:
+            super().__init__()
+            self.detail = detail
+
+    def __init__(self, document_id: str) -> None:
+        super().__init__()
+        self.title = "Document"
+        self.document_id = document_id
+        self.detail: DocumentDetail | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Loading…"), id="document-meta")
+        with TabbedContent(initial="history"):
+            with TabPane("History", id="history"):
+                yield DataTable(id="document-history", cursor_type="row", zebra_stripes=True)
+            with TabPane("Sections", id="sections"):
+                yield Tree("sections", id="document-sections")
+            with TabPane("Chunks", id="chunks"):
+                yield DataTable(id="document-chunks", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.reload()
+
+    def reload(self) -> None:
+        self._load(self.document_id)
+
+    @work(thread=True, exclusive=True, group="document-load", exit_on_error=False)
+    def _load(self, document_id: str) -> None:
+        with thread_connection():
+            detail = load_document_detail(self.app.names, document_id)
+        self.post_message(self.Loaded(detail))
+
+    def on_document_screen_loaded(self, message: Loaded) -> None:
+        detail = message.detail
+        self.detail = detail
+        if detail is None:
+            self.query_one("#document-meta", Static).update(Text("This document no longer exists."))
+            return
+        self.query_one("#document-meta", Static).update(metadata_text(detail))
+        history = self.query_one("#document-history", DataTable)
+        history.clear(columns=True)
+        history.add_columns("When", "Status", "Reason")
+        for entry in detail.history:
+            history.add_row(Text(full_time(entry.at)), status_cell(entry.status, 0.0, None, bar=False), Text(entry.reason or ""))
+        build_section_tree(self.query_one("#document-sections", Tree), detail)
+        chunks = self.query_one("#document-chunks", DataTable)
+        chunks.clear(columns=True)
+        chunks.add_columns("#", "Kind", "Page", "Offsets", "Tok", "Text")
+        for chunk in detail.chunks:
+            chunks.add_row(
+                Text(str(chunk.ordinal), justify="right"), Text(chunk.kind),
+                Text("" if chunk.page is None else str(chunk.page), justify="right"),
+                Text(f"{chunk.start_offset}–{chunk.end_offset}"), Text(str(chunk.token_estimate), justify="right"),
+                Text(chunk.preview[:60]),
+            )
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        pane = self.query_one(f"#{tab}", TabPane)
+        focusable = pane.query("DataTable, Tree").first()
+        focusable.focus()
+
+    def action_reindex(self) -> None:
+        self.app.reindex_documents([self.document_id])
+
+    def action_delete(self) -> None:
+        name = self.detail.name if self.detail else self.document_id[:12]
+        self.app.confirm_delete(self.document_id, name, leave_screen=self)
+
+    def action_back(self) -> None:
+        self.app.go_back()

@@ -1,0 +1,286 @@
+"""The Documents screen: every document of the active collection, live.
+
+Rows come from the database (a thread worker reloads them when the poller
+sees a change); between reloads, pipeline events buffered by the app update
+the status cells in place. The table is keyed by document id, so a reload
+changes only the cells that differ.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
+
+from actors.events import DocumentStatusChanged
+from kbtui.screens.queries import DocumentRow, load_document_rows
+from kbtui.tools.reads import thread_connection
+from kbtui.widgets.cells import human_size, short_time, status_cell
+from kbtui.widgets.ingest_header import IngestHeader
+from store.models import Status
+
+if TYPE_CHECKING:
+    from kbtui.app import KbtuiApp
+
+FILTERS: tuple[str | None, ...] = (None, *(s.value for s in Status))
+FIXED_COLUMNS = (("status", "Status", 22), ("size", "Size", 9), ("chunks", "Chunks", 6), ("updated", "Upd.", 5))
+# Cell padding (2 per column), the vertical scrollbar (1) and a spare column.
+TABLE_CHROME = 2 * (len(FIXED_COLUMNS) + 1) + 2
+MIN_NAME_WIDTH = 12
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+class DocumentsScreen(Screen[None]):
+    """Documents with status, stage progress, size, chunks, update time and failure reason."""
+
+    app: KbtuiApp
+
+    BINDINGS = [
+        Binding("a", "add_files", "Add", id="documents.add", tooltip="Add a file or a directory"),
+        Binding("d", "delete_selected", "Delete", id="documents.delete", tooltip="Delete the selected document"),
+        Binding("r", "reindex_selected", "Reindex", id="documents.reindex"),
+        Binding("R", "reindex_all", "Reindex all", id="documents.reindex_all", show=False),
+        Binding("f", "cycle_filter", "Filter", id="documents.filter", tooltip="Show one status only"),
+        Binding("escape", "clear_filter", "All", id="documents.clear_filter", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    DocumentsScreen #documents-filter { height: 1; padding: 0 1; color: $text-muted; }
+    DocumentsScreen #documents { height: 1fr; scrollbar-size-vertical: 1; }
+    DocumentsScreen #documents-empty { height: auto; padding: 1 2; color: $text-muted; display: none; }
+    """
+
+    class RowsLoaded(Message):
+        def __init__(self, collection_id: str, status_filter: str | None, rows: list[DocumentRow]) -> None:
+            super().__init__()
+            self.collection_id = collection_id
+            self.status_filter = status_filter
+            self.rows = rows
+
+    def __init__(self) -> None:
+        super().__init__(id="documents-screen")
+        self.title = "Documents"
+        self.status_filter: str | None = None
+        self.rows: dict[str, DocumentRow] = {}
+        self.counts: dict[str, int] = {}
+        self.name_width = 0
+        self._reload_wanted = False
+
+    def compose(self) -> ComposeResult:
+        yield IngestHeader(id="ingest-header")
+        yield Static(id="documents-filter")
+        yield Static(
+            Text("No documents yet. Press a to add files or a directory, i to import a repository."),
+            id="documents-empty",
+        )
+        yield DataTable(id="documents", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._build_columns()
+        self.show_counts(self.counts)
+        self.reload()
+
+    def on_resize(self) -> None:
+        if self._name_width_for(self.size.width) != self.name_width:
+            self._build_columns()
+            self._fill(list(self.rows.values()))
+
+    # ------------------------------------------------------------ loading
+
+    def reload(self) -> None:
+        """Read the rows again (coalesced: one reload at a time, one more if asked meanwhile)."""
+        if any(w.group == "documents-load" and w.is_running for w in self.workers):
+            self._reload_wanted = True
+            return
+        self._reload_wanted = False
+        self._load(self.app.collection_id, self.status_filter)
+
+    @work(thread=True, exclusive=True, group="documents-load", exit_on_error=False)
+    def _load(self, collection_id: str, status_filter: str | None) -> None:
+        with thread_connection():
+            rows = load_document_rows(self.app.names, collection_id, status_filter)
+        self.post_message(self.RowsLoaded(collection_id, status_filter, rows))
+
+    def on_documents_screen_rows_loaded(self, message: RowsLoaded) -> None:
+        if message.collection_id == self.app.collection_id and message.status_filter == self.status_filter:
+            self._apply(message.rows)
+        if self._reload_wanted:
+            self.reload()
+
+    def _apply(self, rows: list[DocumentRow]) -> None:
+        table = self.query_one("#documents", DataTable)
+        wanted = [row.document_id for row in rows]
+        if list(self.rows) != wanted[: len(self.rows)]:
+            # Something was removed or reordered: rebuild, keeping the cursor on its document.
+            self._fill(rows)
+            return
+        now = self.app.clock()
+        for row in rows:
+            old = self.rows.get(row.document_id)
+            if old is None:
+                table.add_row(*self._cells(row, now), key=row.document_id)
+            elif old != row:
+                self._update_row(table, old, row, now)
+            self.rows[row.document_id] = row
+        self._show_empty(not rows)
+
+    def _fill(self, rows: list[DocumentRow]) -> None:
+        table = self.query_one("#documents", DataTable)
+        selected = self.selected_document_id()
+        table.clear()
+        now = self.app.clock()
+        self.rows = {}
+        for row in rows:
+            table.add_row(*self._cells(row, now), key=row.document_id)
+            self.rows[row.document_id] = row
+        if selected in self.rows:
+            table.move_cursor(row=table.get_row_index(selected), animate=False)
+        self._show_empty(not rows)
+
+    def _show_empty(self, empty: bool) -> None:
+        self.query_one("#documents-empty").display = empty and self.status_filter is None
+
+    def _cells(self, row: DocumentRow, now: float) -> tuple[Text, ...]:
+        return (
+            Text(fit(row.name, self.name_width)),
+            status_cell(row.status, row.progress, row.reason),
+            Text(human_size(row.size_bytes), justify="right"),
+            Text(str(row.chunk_count), justify="right"),
+            Text(short_time(row.updated_at, now)),
+        )
+
+    def _update_row(self, table: DataTable, old: DocumentRow, new: DocumentRow, now: float) -> None:
+        cells = dict(zip(("name", "status", "size", "chunks", "updated"), self._cells(new, now)))
+        changed = {
+            "status": (old.status, old.progress, old.reason) != (new.status, new.progress, new.reason),
+            "size": old.size_bytes != new.size_bytes,
+            "chunks": old.chunk_count != new.chunk_count,
+            "updated": old.updated_at != new.updated_at,
+        }
+        for column, differs in changed.items():
+            if differs:
+                try:
+                    table.update_cell(new.document_id, column, cells[column])
+                except (CellDoesNotExist, RowDoesNotExist):
+                    return
+
+    def _name_width_for(self, width: int) -> int:
+        return max(MIN_NAME_WIDTH, width - sum(w for _, _, w in FIXED_COLUMNS) - TABLE_CHROME)
+
+    def _build_columns(self) -> None:
+        table = self.query_one("#documents", DataTable)
+        self.name_width = self._name_width_for(self.size.width or self.app.size.width)
+        table.clear(columns=True)
+        table.add_column("Name", width=self.name_width, key="name")
+        for key, label, width in FIXED_COLUMNS:
+            table.add_column(label, width=width, key=key)
+
+    # ------------------------------------------------------------ live updates
+
+    def apply_live(self, events: list[DocumentStatusChanged]) -> None:
+        """Show buffered pipeline events now; ask for a reload when the table
+        cannot show them in place (an unknown document, or a filtered view)."""
+        table = self.query_one("#documents", DataTable)
+        now = self.app.clock()
+        for event in events:
+            if event.collection_id != self.app.collection_id:
+                continue
+            old = self.rows.get(event.document_id)
+            if old is None or (self.status_filter is not None and event.status != self.status_filter):
+                self._reload_wanted = True
+                continue
+            new = DocumentRow(
+                document_id=old.document_id, name=old.name, status=event.status, progress=event.progress,
+                reason=event.reason, size_bytes=old.size_bytes, chunk_count=old.chunk_count,
+                updated_at=old.updated_at, source_path=old.source_path,
+            )
+            self._update_row(table, old, new, now)
+            self.rows[event.document_id] = new
+            if event.status in (Status.INDEXED.value, Status.FAILED.value):
+                self._reload_wanted = True  # chunk count and times come from the row
+        if self._reload_wanted:
+            self.reload()
+
+    def show_counts(self, counts: dict[str, int]) -> None:
+        """The status line: how many documents are in each status, the filter marked."""
+        self.counts = counts
+        line = Text()
+        entries = [(None, "All", sum(counts.values()))] + [
+            (s.value, s.value, counts.get(s.value, 0)) for s in Status if counts.get(s.value) or s.value == self.status_filter
+        ]
+        for index, (value, label, count) in enumerate(entries):
+            if index:
+                line.append(" · ")
+            style = "bold reverse" if value == self.status_filter else ""
+            line.append(f"{label} {count}", style=style)
+        line.append("   f: filter", style="dim")
+        self.query_one("#documents-filter", Static).update(line)
+
+    # ------------------------------------------------------------ actions
+
+    def selected_document_id(self) -> str | None:
+        table = self.query_one("#documents", DataTable)
+        if table.row_count == 0:
+            return None
+        try:
+            key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        except CellDoesNotExist:
+            return None
+        return key.value
+
+    def selected_row(self) -> DocumentRow | None:
+        document_id = self.selected_document_id()
+        return None if document_id is None else self.rows.get(document_id)
+
+    @on(DataTable.RowSelected, "#documents")
+    def open_row(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.app.open_document(event.row_key.value)
+
+    def action_add_files(self) -> None:
+        self.app.action_add_files()
+
+    def action_delete_selected(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("No document selected.", severity="warning")
+            return
+        self.app.confirm_delete(row.document_id, row.name)
+
+    def action_reindex_selected(self) -> None:
+        row = self.selected_row()
+        if row is None:
+            self.notify("No document selected.", severity="warning")
+            return
+        self.app.reindex_documents([row.document_id])
+
+    def action_reindex_all(self) -> None:
+        self.app.confirm_reindex_all()
+
+    def action_cycle_filter(self) -> None:
+        index = FILTERS.index(self.status_filter)
+        self.set_filter(FILTERS[(index + 1) % len(FILTERS)])
+
+    def action_clear_filter(self) -> None:
+        if self.status_filter is not None:
+            self.set_filter(None)
+
+    def set_filter(self, status: str | None) -> None:
+        """Show only documents of ``status`` (None: all)."""
+        self.status_filter = status
+        self.show_counts(self.counts)
+        self.rows = {}
+        self.query_one("#documents", DataTable).clear()
+        self.reload()

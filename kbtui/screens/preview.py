@@ -1,0 +1,118 @@
+"""A search hit in context: the chunk and its neighbours, the hit's query words highlighted."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.retrieval.search import Hit
+from kbtui.tools.reads import ChunkRecord, read_neighbours, thread_connection
+from kbtui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
+from kbtui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
+
+if TYPE_CHECKING:
+    from kbtui.app import KbtuiApp
+
+NEIGHBOUR_WINDOW = 1
+
+
+def highlighted(text: str, query: str) -> Text:
+    """``text`` with every query word highlighted."""
+    rich = Text(text)
+    terms = query_terms(query)
+    if terms:
+        rich.highlight_regex(re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE), HIGHLIGHT_STYLE)
+    return rich
+
+
+def chunk_caption(record: ChunkRecord, is_hit: bool) -> str:
+    parts = [("this hit" if is_hit else "neighbour") + f" · chunk {record.ordinal}"]
+    if record.heading_path:
+        parts.append(record.heading_path.replace(HEADING_SEPARATOR, TRAIL_SEPARATOR))
+    if record.page is not None:
+        parts.append(f"p.{record.page}")
+    parts.append(f"{record.kind} · chars {record.start_offset}–{record.end_offset}")
+    return " · ".join(parts)
+
+
+class HitPreviewScreen(Screen[None]):
+    """The hit's chunk between its neighbours; ``o`` opens the whole document's detail."""
+
+    app: KbtuiApp
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="preview.back"),
+        Binding("o", "open_document", "Document", id="preview.document"),
+    ]
+
+    DEFAULT_CSS = """
+    HitPreviewScreen #preview-heading { height: auto; padding: 0 1; background: $panel; }
+    HitPreviewScreen #preview-chunks { height: 1fr; padding: 0 1; }
+    HitPreviewScreen .chunk { height: auto; margin-bottom: 1; padding: 0 1; border-left: tall $panel; color: $text-muted; }
+    HitPreviewScreen .chunk.-hit { border-left: tall $accent; color: $text; }
+    """
+
+    class NeighboursLoaded(Message):
+        def __init__(self, records: list[ChunkRecord]) -> None:
+            super().__init__()
+            self.records = records
+
+    def __init__(self, hit: Hit, query: str, fallback_name: str | None) -> None:
+        super().__init__()
+        self.title = "Preview"
+        self.hit = hit
+        self.search_query = query
+        self.fallback_name = fallback_name
+
+    def compose(self) -> ComposeResult:
+        heading = Text(hit_title(self.hit, self.fallback_name), style="bold")
+        where = self.hit.source_path or self.fallback_name or self.hit.document_id[:12]
+        page = f" · p.{self.hit.page}" if self.hit.page is not None else ""
+        heading.append(f"\n{where}{page} · {self.hit.score_kind} {self.hit.score:.4f} · ", style="dim")
+        heading.append_text(explain_text(self.hit))
+        yield Static(heading, id="preview-heading")
+        yield VerticalScroll(Static(Text("Loading…")), id="preview-chunks")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._load(self.hit.chunk_id, self.hit.collection_id)
+
+    @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
+    def _load(self, chunk_id: str, collection_id: str) -> None:
+        with thread_connection():
+            records = read_neighbours(chunk_id, collection_id, NEIGHBOUR_WINDOW)
+        self.post_message(self.NeighboursLoaded(records))
+
+    async def on_hit_preview_screen_neighbours_loaded(self, message: NeighboursLoaded) -> None:
+        container = self.query_one("#preview-chunks", VerticalScroll)
+        await container.remove_children()
+        if not message.records:
+            await container.mount(Static(Text("This chunk is no longer in the index (deleted or re-indexed).")))
+            return
+        widgets = []
+        for record in message.records:
+            is_hit = record.chunk_id == self.hit.chunk_id
+            body = Text(chunk_caption(record, is_hit) + "\n", style="bold" if is_hit else "dim")
+            body.append_text(highlighted(record.text, self.search_query) if is_hit else Text(record.text))
+            widgets.append(Static(body, classes="chunk -hit" if is_hit else "chunk"))
+        await container.mount_all(widgets)
+        target = next((w for w in widgets if w.has_class("-hit")), None)
+        if target is not None:
+            container.scroll_to_widget(target, animate=False, top=True)
+        container.focus()
+
+    def action_open_document(self) -> None:
+        self.app.open_document(self.hit.document_id)
+
+    def action_back(self) -> None:
+        self.app.go_back()

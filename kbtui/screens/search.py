@@ -1,0 +1,189 @@
+"""The Search screen: results as you type (debounced), Enter opens a preview.
+
+Each keystroke bumps a generation number and restarts a short timer; when it
+fires, a thread worker searches and posts the answer back with its
+generation, and only the newest generation is shown. A slow search never
+blocks typing, and a stale one never overwrites a newer answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, OptionList, Static
+
+from kbtui.messages import SearchFinished
+from kbtui.retrieval.search import Hit, SearchResponse
+from kbtui.tools.reads import thread_connection
+from kbtui.widgets.hit_list import HitList, degradation_text
+from store.models import Document
+
+if TYPE_CHECKING:
+    from kbtui.app import KbtuiApp
+
+
+def display_names_for(app: KbtuiApp, hits: list[Hit]) -> dict[str, str]:
+    """The operator's file names for uploaded documents (no source path) among the hits (worker thread)."""
+    wanted = sorted({h.document_id for h in hits if not h.source_path})
+    if not wanted:
+        return {}
+    rows = Document.select(Document.id, Document.display_name).where(Document.id.in_(wanted)).tuples()
+    return {doc_id: app.names.name(doc_id, sealed) for doc_id, sealed in rows}
+
+
+class SearchScreen(Screen[None]):
+    """Type-ahead hybrid search over the active collection."""
+
+    app: KbtuiApp
+
+    BINDINGS = [
+        Binding("escape", "back", "Back", id="search.back"),
+        Binding("ctrl+r", "toggle_explain", "Explain", id="search.explain", tooltip="Show why each hit ranked"),
+        Binding("e", "toggle_explain", "Explain", id="search.explain_results", show=False),
+        Binding("down", "focus_results", "Results", id="search.results", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    SearchScreen #search-heading { height: 1; padding: 0 1; background: $panel; }
+    SearchScreen #search-input { margin: 0 1; }
+    SearchScreen #search-status { height: auto; padding: 0 1; color: $text-muted; }
+    SearchScreen #search-status.-degraded { color: $warning; text-style: bold; }
+    SearchScreen #search-results { height: 1fr; border: none; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__(id="search-screen")
+        self.title = "Search"
+        self.generation = 0
+        self.explain = False
+        self.query_text = ""
+        self.response: SearchResponse | None = None
+        self.names: dict[str, str] = {}
+        self._debounce: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="search-heading")
+        yield Input(placeholder="Search: type words or a question", id="search-input", compact=True)
+        yield Static(id="search-status")
+        yield HitList(id="search-results")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#search-input", Input).cursor_blink = self.app.options.cursor_blink
+        self._show_heading()
+        self._set_status("Type to search. Down moves to the results, Enter opens one.")
+
+    def on_screen_resume(self) -> None:
+        self._show_heading()
+
+    def focus_input(self) -> None:
+        self.query_one("#search-input", Input).focus()
+
+    def _show_heading(self) -> None:
+        explain = "on" if self.explain else "off"
+        self.query_one("#search-heading", Static).update(
+            Text.assemble(("Search ", "bold"), self.app.collection_id, f"  ·  explain {explain} (ctrl+r)")
+        )
+
+    # ------------------------------------------------------------ typing
+
+    @on(Input.Changed, "#search-input")
+    def typed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        self.generation += 1
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(self.app.options.search_debounce_s, self._search_now)
+
+    @on(Input.Submitted, "#search-input")
+    def submitted(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._search_now()
+        results = self.query_one(HitList)
+        if results.option_count:
+            results.focus()
+
+    def rerun(self) -> None:
+        """Search again (the collection changed)."""
+        self.generation += 1
+        self._show_heading()
+        self._search_now()
+
+    def _search_now(self) -> None:
+        query = self.query_text.strip()
+        if not query:
+            self.response = None
+            self.query_one(HitList).clear_options()
+            self._set_status("Type to search.")
+            return
+        self._set_status("Searching…")
+        self._search(self.generation, query, self.app.collection_id)
+
+    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
+    def _search(self, generation: int, query: str, collection_id: str) -> None:
+        with thread_connection():
+            response = self.app.node.search(query, collection_id, limit=self.app.node.config.search_limit)
+            self.names = {**self.names, **display_names_for(self.app, response.hits)}
+        self.post_message(SearchFinished(generation, query, collection_id, response))
+
+    def on_search_finished(self, message: SearchFinished) -> None:
+        if message.generation != self.generation:
+            return  # an older keystroke's answer
+        self.response = message.response
+        self._render_results()
+
+    def _render_results(self) -> None:
+        response = self.response
+        if response is None:
+            return
+        results = self.query_one(HitList)
+        results.show(
+            response.hits, self.query_text, explain=self.explain, names=self.names,
+            width=results.size.width or self.app.size.width,
+        )
+        count = len(response.hits)
+        summary = f"{count} hit{'s' if count != 1 else ''} in {self.app.collection_id}"
+        if self.app.options.show_timings:
+            summary += f" · {response.elapsed_ms:.0f} ms"
+        if response.degraded:
+            self._set_status(f"{degradation_text(response.degraded)} {summary}", degraded=True)
+        elif count == 0:
+            self._set_status(f"No matches in {self.app.collection_id}.")
+        else:
+            self._set_status(summary)
+
+    def _set_status(self, text: str, *, degraded: bool = False) -> None:
+        status = self.query_one("#search-status", Static)
+        status.update(Text(text))
+        status.set_class(degraded, "-degraded")
+
+    # ------------------------------------------------------------ results
+
+    @on(OptionList.OptionSelected, "#search-results")
+    def open_hit(self, event: OptionList.OptionSelected) -> None:
+        if self.response is None or event.option.id is None:
+            return
+        hit = self.response.hits[int(event.option.id)]
+        self.app.open_hit(hit, self.query_text, self.names.get(hit.document_id))
+
+    def action_focus_results(self) -> None:
+        results = self.query_one(HitList)
+        if results.option_count and not results.has_focus:
+            results.focus()
+            if results.highlighted is None:
+                results.highlighted = 0
+
+    def action_toggle_explain(self) -> None:
+        self.explain = not self.explain
+        self._show_heading()
+        self._render_results()
+
+    def action_back(self) -> None:
+        self.app.go_back()

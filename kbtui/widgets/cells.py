@@ -1,0 +1,58 @@
+"""How values look in tables: status with stage progress, sizes, times.
+
+Plain functions returning Rich ``Text`` (never markup strings: a file name
+with brackets must show as typed, not be parsed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from rich.text import Text
+
+from store.models import Status
+
+STATUS_STYLES = {
+    Status.PENDING.value: "dim",
+    Status.EXTRACTING.value: "bold",
+    Status.CHUNKING.value: "bold",
+    Status.EMBEDDING.value: "bold",
+    Status.INDEXED.value: "green",
+    Status.FAILED.value: "bold red",
+}
+BAR_WIDTH = 5
+
+
+def status_cell(status: str, progress: float, reason: str | None, *, bar: bool = True) -> Text:
+    """``Embedding ▰▰▰▱▱`` while in a stage (``bar``), ``Failed extract_timeout`` on failure."""
+    text = Text(status, style=STATUS_STYLES.get(status, ""))
+    if status == Status.FAILED.value and reason:
+        text.append(" " + reason, style="red")
+    elif bar and status in (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value):
+        filled = max(0, min(BAR_WIDTH, math.ceil(progress * BAR_WIDTH)))
+        text.append(" " + "▰" * filled + "▱" * (BAR_WIDTH - filled), style="cyan")
+    return text
+
+
+def human_size(size: int) -> str:
+    """``812 B``, ``3.4 KiB``, ``1.2 MiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def short_time(at: float, now: float) -> str:
+    """``14:02`` for today, ``03-14`` for an earlier day (local time)."""
+    moment, today = time.localtime(at), time.localtime(now)
+    if moment[:3] == today[:3]:
+        return time.strftime("%H:%M", moment)
+    return time.strftime("%m-%d", moment)
+
+
+def full_time(at: float | None) -> str:
+    """``2026-03-14 14:02:07`` (local time), or ``-``."""
+    return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))

@@ -1,0 +1,98 @@
+"""Search hits as a keyboard-navigable list: heading trail, provenance, score
+kind, a highlighted snippet and, on demand, why each hit ranked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.retrieval.search import Hit
+from kbtui.widgets.snippet import highlighted_snippet
+
+TRAIL_SEPARATOR = " › "
+
+# Plain words for the degradation codes search reports.
+DEGRADATION_TEXT = {
+    "embedder_unavailable": "the embedding model is unavailable, so only word (lexical) matches are shown",
+    "embedder_slow": "the embedding model was too slow, so only word (lexical) matches are shown",
+    "reranker_unavailable": "the reranker is unavailable; results are in fusion order",
+    "reranker_cold": "the reranker is not running yet; results are in fusion order",
+    "reranker_busy": "the reranker is busy; results are in fusion order",
+    "reranker_skipped": "reranking was skipped; results are in fusion order",
+    "reranker_deadline": "the reranker ran out of time; results are in fusion order",
+}
+
+
+def degradation_text(codes: Sequence[str]) -> str:
+    """One sentence naming every way this search was degraded."""
+    return "Degraded: " + "; ".join(DEGRADATION_TEXT.get(code, code.replace("_", " ")) for code in codes) + "."
+
+
+def hit_title(hit: Hit, fallback_name: str | None) -> str:
+    """The heading trail, else the source path, else the operator's own file name."""
+    if hit.heading_path:
+        return hit.heading_path.replace(HEADING_SEPARATOR, TRAIL_SEPARATOR)
+    return hit.source_path or fallback_name or f"document {hit.document_id[:12]}"
+
+
+def explain_text(hit: Hit) -> Text:
+    """Why the hit ranked: each arm's rank and how the score was made."""
+    arms = []
+    if hit.lexical_rank is not None:
+        arms.append(f"words #{hit.lexical_rank}")
+    if hit.vector_rank is not None:
+        arms.append(f"meaning #{hit.vector_rank}")
+    if not arms:
+        why = "no arm rank recorded"
+    elif len(arms) == 1:
+        missing = "no meaning match" if hit.vector_rank is None else "no word match"
+        why = f"{arms[0]} only ({missing})"
+    else:
+        why = " + ".join(arms) + ", found by both arms"
+    how = "cross-encoder rerank" if hit.score_kind == "Rerank" else "rank fusion (RRF)"
+    return Text(f"why: {why}; scored by {how}", style="italic")
+
+
+def hit_prompt(rank: int, hit: Hit, query: str, *, width: int, explain: bool, fallback_name: str | None) -> Text:
+    """The lines one hit takes in the list."""
+    width = max(20, width)
+    prompt = Text(no_wrap=True, overflow="ellipsis")
+    prompt.append(f"{rank:>2}. ", style="bold")
+    prompt.append(hit_title(hit, fallback_name), style="bold")
+    meta = [hit.source_path or fallback_name or hit.document_id[:12]]
+    if hit.page is not None:
+        meta.append(f"p.{hit.page}")
+    if hit.kind and hit.kind != "prose":
+        meta.append(hit.kind)
+    meta.append(f"{hit.score_kind} {hit.score:.4f}")
+    prompt.append("\n    ")
+    prompt.append(" · ".join(meta), style="dim")
+    prompt.append("\n    ")
+    prompt.append_text(highlighted_snippet(hit.text, query, width - 6))
+    if explain:
+        prompt.append("\n    ")
+        prompt.append_text(explain_text(hit))
+    return prompt
+
+
+class HitList(OptionList):
+    """The results; the option id is the hit's index in the response."""
+
+    def show(
+        self, hits: Sequence[Hit], query: str, *, explain: bool, names: Mapping[str, str], width: int
+    ) -> None:
+        highlighted = self.highlighted
+        self.clear_options()
+        self.add_options(
+            Option(
+                hit_prompt(rank, hit, query, width=width, explain=explain, fallback_name=names.get(hit.document_id)),
+                id=str(rank - 1),
+            )
+            for rank, hit in enumerate(hits, start=1)
+        )
+        if hits:
+            self.highlighted = min(highlighted or 0, len(hits) - 1)
