@@ -384,12 +384,13 @@ class KbtuiApp(App[int]):
     def action_add_files(self) -> None:
         def chosen(path: str | None) -> None:
             if path:
-                self._add_path(path, self.collection_id)
+                self.add_path(path, self.collection_id)
 
         self.push_screen(AddFilesScreen(), chosen)
 
     @work(thread=True, group="catalog", exit_on_error=False)
-    def _add_path(self, raw: str, collection_id: str) -> None:
+    def add_path(self, raw: str, collection_id: str) -> None:
+        """Add a file (or every supported file under a directory) as Pending documents."""
         from kbtui.cli import collect_files
 
         files = collect_files([os.path.expanduser(raw)])

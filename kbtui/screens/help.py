@@ -16,17 +16,19 @@ INTRO = (
 
 
 def binding_rows(screen: Screen) -> list[tuple[str, str]]:
-    """(key, description) for every binding active on ``screen``, app ones included."""
-    rows: list[tuple[str, str]] = []
-    seen: set[tuple[str, str]] = set()
-    for key, active in screen.active_bindings.items():
+    """(key, description) for every binding active on ``screen``: the app's and
+    the screen's own first (they carry ids), then the focused widget's."""
+    ours: list[tuple[str, str]] = []
+    widgets: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for active in screen.active_bindings.values():
         binding = active.binding
-        description = binding.description or binding.action
-        row = (screen.app.get_key_display(binding), description)
-        if row not in seen and binding.description:
-            seen.add(row)
-            rows.append(row)
-    return rows
+        if not binding.description or binding.description in seen and binding.id is None:
+            continue
+        row = (screen.app.get_key_display(binding), binding.description)
+        (ours if binding.id else widgets).append(row)
+        seen.add(binding.description)
+    return ours + widgets
 
 
 class HelpScreen(ModalScreen[None]):
