@@ -226,7 +226,7 @@ class KbtuiApp(App[int]):
         self._show_header()
 
     def _flush_live(self) -> None:
-        if not self._live:
+        if not self._live or not self.documents_screen.ready:
             return
         events = list(self._live.values())
         self._live.clear()
@@ -246,7 +246,7 @@ class KbtuiApp(App[int]):
 
     def on_catalog_polled(self, message: CatalogPolled) -> None:
         snapshot = message.snapshot
-        if snapshot.collection_id != self.collection_id:
+        if snapshot.collection_id != self.collection_id or not self.documents_screen.ready:
             return
         self.known_collections = snapshot.collections
         counts = dict(snapshot.status_counts)
@@ -271,7 +271,7 @@ class KbtuiApp(App[int]):
             self._show_header()
 
     def _show_header(self) -> None:
-        if self.documents_screen.is_mounted:
+        if self.documents_screen.ready:
             self.documents_screen.query_one(IngestHeader).show(self.mode, self.collection_id, self.queue, self.rate)
 
     # ------------------------------------------------------------ navigation
@@ -484,6 +484,8 @@ class KbtuiApp(App[int]):
 
     def on_documents_changed(self, message: DocumentsChanged) -> None:
         self.notify(message.summary)
+        if not self.documents_screen.ready:
+            return
         self.documents_changed(message.collection_id)
 
     def documents_changed(self, collection_id: str) -> None:

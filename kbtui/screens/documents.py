@@ -97,6 +97,11 @@ class DocumentsScreen(Screen[None]):
             self._build_columns()
             self._fill(list(self.rows.values()))
 
+    @property
+    def ready(self) -> bool:
+        """Mounted with its widgets (messages can arrive before mount or during teardown)."""
+        return self.is_mounted and bool(self.query("#documents"))
+
     # ------------------------------------------------------------ loading
 
     def reload(self) -> None:
@@ -114,6 +119,8 @@ class DocumentsScreen(Screen[None]):
         self.post_message(self.RowsLoaded(collection_id, status_filter, rows))
 
     def on_documents_screen_rows_loaded(self, message: RowsLoaded) -> None:
+        if not self.ready:
+            return
         if message.collection_id == self.app.collection_id and message.status_filter == self.status_filter:
             self._apply(message.rows)
         if self._reload_wanted:

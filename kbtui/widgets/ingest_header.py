@@ -46,21 +46,24 @@ class Throughput:
 
 def header_text(mode: str, collection_id: str, queue: NodeQueue | None, rate: float, *, wide: bool) -> Text:
     """One line, e.g. ``● node DEFAULT │ queue 12/256 · in flight 8 │ accepted 120 · rejected 0 │ 4.2 doc/s``
-    (shorter words when ``wide`` is False, so it fits 80 columns)."""
+    (``queue 12/256 run 8 │ acc 120 rej 0 │ 4.2/s`` when not ``wide``, to fit 80 columns)."""
     mark, label = MODE_LABELS.get(mode, ("?", mode))
-    text = Text()
+    text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{mark} {label} ", style="bold")
     text.append(collection_id, style="bold")
     text.append(" │ ")
     if queue is None:
         text.append("added documents wait as Pending" if mode == "viewer" else "queue –", style="dim")
     else:
-        flight, accepted, rejected = ("in flight", "accepted", "rejected") if wide else ("run", "acc", "rej")
-        text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} · {flight} {queue.in_flight}")
-        text.append(f" │ {accepted} {queue.accepted} · {rejected} {queue.rejected}")
+        if wide:
+            text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} · in flight {queue.in_flight}")
+            text.append(f" │ accepted {queue.accepted} · rejected {queue.rejected}")
+        else:
+            text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} run {queue.in_flight}")
+            text.append(f" │ acc {queue.accepted} rej {queue.rejected}")
         if queue.paused_for_s > 0:
             text.append(f" · paused {queue.paused_for_s:.0f}s", style="bold")
-    text.append(f" │ {rate:.1f} doc/s")
+    text.append(f" │ {rate:.1f} doc/s" if wide else f" │ {rate:.1f}/s")
     return text
 
 

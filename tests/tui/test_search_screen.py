@@ -1,0 +1,130 @@
+"""The Search screen: results as you type, explain, degradation, hostile queries."""
+
+from __future__ import annotations
+
+import asyncio
+
+from textual.widgets import Static
+
+from kbtui.embedding import EmbeddingUnavailable
+from kbtui.retrieval.search import SearchService
+from kbtui.screens.search import SearchScreen
+from tests.tui.conftest import fast_options, indexed_examples, make_app, type_text, wait_until
+
+
+def status_of(screen: SearchScreen) -> str:
+    return str(screen.query_one("#search-status", Static).content)
+
+
+def prompts(screen: SearchScreen) -> list[str]:
+    results = screen.query_one("#search-results")
+    return [str(results.get_option_at_index(i).prompt) for i in range(results.option_count)]
+
+
+async def open_search(app, pilot) -> SearchScreen:
+    await wait_until(lambda: app.mode == "viewer")
+    await pilot.press("slash")
+    await wait_until(lambda: isinstance(app.screen, SearchScreen))
+    return app.screen
+
+
+def test_results_follow_the_typing_and_only_the_latest_answer_shows(tui_node, utc):
+    indexed_examples(tui_node)
+    searched: list[str] = []
+    original = tui_node.search
+
+    def counting_search(query, collection_id, *, limit=10):
+        searched.append(query)
+        return original(query, collection_id, limit=limit)
+
+    tui_node.search = counting_search
+    app = make_app(tui_node, fast_options(run_node=False, search_debounce_s=0.3))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_search(app, pilot)
+            await type_text(pilot, "ssh keys")
+            await wait_until(lambda: screen.response is not None)
+            await wait_until(lambda: prompts(screen))
+            # Typing faster than the debounce: one search, for the whole text.
+            assert searched == ["ssh keys"]
+            first = prompts(screen)[0]
+            assert "SSH hardening" in first and "ssh-hardening.md" in first
+
+            await pilot.press("backspace", "backspace", "backspace", "backspace")
+            await type_text(pilot, "postgres")
+            await wait_until(lambda: searched[-1] == "ssh postgres" and any("PostgreSQL" in p for p in prompts(screen)))
+
+            await pilot.press("ctrl+u")
+            await wait_until(lambda: not prompts(screen) and status_of(screen) == "Type to search.")
+
+    asyncio.run(run())
+
+
+def test_explain_shows_each_arms_rank(tui_node, utc):
+    indexed_examples(tui_node)
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_search(app, pilot)
+            await type_text(pilot, "restore")
+            await wait_until(lambda: prompts(screen))
+            assert not any("why:" in p for p in prompts(screen))
+            await pilot.press("ctrl+r")
+            await wait_until(lambda: all("why:" in p for p in prompts(screen)))
+            top = screen.response.hits[0]
+            assert f"words #{top.lexical_rank}" in prompts(screen)[0]
+            assert "rank fusion (RRF)" in prompts(screen)[0]
+            assert "explain on" in str(screen.query_one("#search-heading", Static).content)
+
+    asyncio.run(run())
+
+
+class DownEmbedder:
+    """The real hash embedder whose query side is unavailable (a stopped model server)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.identity = inner.identity
+        self.context_window = inner.context_window
+
+    def embed_documents(self, texts):
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text):
+        raise EmbeddingUnavailable("embedder_unavailable", "connection refused")
+
+
+def test_a_down_embedder_is_said_plainly_and_words_still_match(tui_node, utc):
+    indexed_examples(tui_node)
+    tui_node.searcher = SearchService(tui_node.config, DownEmbedder(tui_node.embedder))
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_search(app, pilot)
+            await type_text(pilot, "certificate")
+            await wait_until(lambda: prompts(screen))
+            assert status_of(screen).startswith("Degraded: the embedding model is unavailable")
+            assert screen.query_one("#search-status").has_class("-degraded")
+            assert "TLS certificate rotation" in prompts(screen)[0]
+
+    asyncio.run(run())
+
+
+def test_query_syntax_is_searched_as_text_not_an_error(tui_node, utc):
+    indexed_examples(tui_node)
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_search(app, pilot)
+            for hostile in ['"x', "(a OR", "NEAR(a b", "col:foo", "-a"]:
+                screen.query_one("#search-input").value = hostile
+                await wait_until(lambda: screen.response is not None and screen.query_text == hostile
+                                 and status_of(screen) not in ("Searching…",))
+                assert "failed" not in status_of(screen).lower()
+            assert not app._notifications  # no error was raised to the operator
+
+    asyncio.run(run())

@@ -1,0 +1,88 @@
+"""The pure pieces of the UI: snippets, path completion, cells, throughput, header."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kbtui.messages import NodeQueue
+from kbtui.widgets.cells import human_size, short_time, status_cell
+from kbtui.widgets.ingest_header import Throughput, header_text
+from kbtui.widgets.path_input import complete_path
+from kbtui.widgets.snippet import HIGHLIGHT_STYLE, highlighted_snippet, query_terms
+
+
+def highlighted_words(text) -> list[str]:
+    return [text.plain[s.start:s.end] for s in text.spans if s.style == HIGHLIGHT_STYLE]
+
+
+def test_the_snippet_starts_near_the_first_match_and_marks_every_query_word():
+    text = "Intro words. " * 20 + "Rotate the TLS certificate when tls expiry is near."
+    snippet = highlighted_snippet(text, "tls Certificate", 60)
+    assert snippet.plain.startswith("…") and len(snippet.plain) <= 60
+    assert highlighted_words(snippet) == ["TLS", "certificate", "tls"]
+
+
+def test_query_syntax_is_only_words_to_highlight():
+    assert query_terms('"x (a OR NEAR(b c) col:foo') == ["near", "col", "foo", "or"]
+    assert highlighted_snippet("nothing to see", "(", 40).plain == "nothing to see"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300), st.text(max_size=40), st.integers(min_value=5, max_value=120))
+def test_a_snippet_never_exceeds_its_width(text, query, width):
+    assert len(highlighted_snippet(text, query, width).plain) <= width
+
+
+def test_paths_complete_like_a_shell(tmp_path):
+    (tmp_path / "runbooks").mkdir()
+    (tmp_path / "readme.md").write_text("x")
+    (tmp_path / ".hidden").write_text("x")
+    base = str(tmp_path) + "/"
+    assert complete_path(base + "ru") == base + "runbooks/"
+    assert complete_path(base + "rea") == base + "readme.md"
+    assert complete_path(base + "readme.md") is None
+    assert complete_path(base + "zz") is None
+    assert complete_path(base + ".h") == base + ".hidden"
+    assert complete_path(base) in (base + "readme.md", base + "runbooks/")  # never a hidden entry
+    assert complete_path(str(tmp_path / "missing" / "x")) is None
+
+
+def test_status_cells_show_stage_progress_and_failure_reasons():
+    assert status_cell("Embedding", 0.6, None).plain == "Embedding ▰▰▰▱▱"
+    assert status_cell("Extracting", 0.1, None).plain == "Extracting ▰▱▱▱▱"
+    assert status_cell("Failed", 1.0, "extract_timeout").plain == "Failed extract_timeout"
+    assert status_cell("Indexed", 1.0, None).plain == "Indexed"
+    assert [human_size(n) for n in (812, 3_500, 1_300_000)] == ["812 B", "3.4 KiB", "1.2 MiB"]
+
+
+def test_times_are_short_today_and_dated_before(monkeypatch):
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        now = 1_773_480_600.0  # 2026-03-14 09:30 UTC
+        assert short_time(now - 3600, now) == "08:30"
+        assert short_time(now - 3 * 86400, now) == "03-11"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_throughput_is_a_rate_over_the_window():
+    rate = Throughput(window_s=10)
+    assert rate.per_second() == 0.0
+    for second in range(21):
+        rate.record(float(second), second * 3)
+    assert rate.per_second() == 3.0
+
+
+def test_the_header_fits_80_columns_and_says_who_indexes():
+    queue = NodeQueue(queue_depth=120, queue_capacity=256, in_flight=8, accepted=1000, rejected=12, paused_for_s=0)
+    narrow = header_text("node", "DEFAULT", queue, 12.5, wide=False).plain
+    assert narrow == "● node DEFAULT │ queue 120/256 run 8 │ acc 1000 rej 12 │ 12.5/s"
+    assert len(narrow) + 12 + 2 <= 80  # plus the sparkline and its margins
+    wide = header_text("client", "DEFAULT", queue, 0.0, wide=True).plain
+    assert "○ client" in wide and "in flight 8" in wide and "accepted 1000 · rejected 12" in wide
+    assert "added documents wait as Pending" in header_text("viewer", "DEFAULT", None, 0.0, wide=False).plain
