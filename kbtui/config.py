@@ -12,6 +12,7 @@ import platformdirs
 
 from kbtui.chunking import ChunkSettings
 from kbtui.errors import KbtuiError
+from kbtui.extract.limits import ExtractionLimits
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -33,6 +34,7 @@ class Config:
     max_embedding_batch_size: int = 32
     max_document_bytes: int = 256 * 1024 * 1024
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    extraction: ExtractionLimits = field(default_factory=ExtractionLimits)
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
@@ -48,14 +50,18 @@ class Config:
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
         chunking = ChunkSettings(**_known(ChunkSettings, values.pop("chunking", {}) or {}))
+        try:
+            extraction = ExtractionLimits(**_known(ExtractionLimits, values.pop("extraction", {}) or {}))
+        except (TypeError, ValueError) as exc:
+            raise KbtuiError(f"{CONFIG_FILE_NAME}: {exc}") from None
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
-        return cls(home=home, chunking=chunking, **_known(cls, values))
+        return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
 
 
 def _known(kind: type, values: dict[str, object]) -> dict[str, object]:
-    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking"}
+    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking", "extraction"}
     unknown = sorted(set(values) - names)
     if unknown:
         raise KbtuiError(f"unknown setting(s) in {CONFIG_FILE_NAME}: {', '.join(unknown)}")
