@@ -115,7 +115,14 @@ class ExtractionWorker:
             raise ExtractionFailed(EXTRACT_CRASHED) from None
         deadline = time.monotonic() + limits.timeout_seconds
         reply = self._read_frame(process, deadline)
-        return _decode_reply(reply)
+        try:
+            message = json.loads(reply)
+        except ValueError:
+            self._kill()
+            raise ExtractionFailed(EXTRACT_CORRUPT) from None
+        if isinstance(message, dict) and message.get("retire") is True:
+            self.stop()  # it is exiting: wait for it, so the next document gets a new one
+        return _decode_reply(message)
 
     def _read_frame(self, process: subprocess.Popen[bytes], deadline: float) -> bytes:
         fd = process.stdout.fileno()  # type: ignore[union-attr]
@@ -170,10 +177,11 @@ class ExtractionWorker:
         self._kill()
 
 
-def _decode_reply(reply: bytes) -> list[Element]:
-    """Turn a worker's JSON reply into elements, trusting nothing about its shape."""
+def _decode_reply(message: object) -> list[Element]:
+    """Turn a worker's parsed JSON reply into elements, trusting nothing about its shape."""
     try:
-        message = json.loads(reply)
+        if not isinstance(message, dict):
+            raise TypeError("reply is not an object")
         if not message["ok"]:
             code = message["code"]
             raise ExtractionFailed(code if code in KNOWN_CODES else EXTRACT_CORRUPT)

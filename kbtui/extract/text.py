@@ -11,10 +11,11 @@ _ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _SETEXT = re.compile(r"^(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
 _LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
+_WELL_FORMED_NON_ASCII = re.compile("[^\x00-\x7f\ufffd]")
 
 
 def decode_text(data: bytes) -> str:
-    """Decode bytes as text: BOM first, then UTF-8, then cp1252 as the fallback.
+    """Decode bytes as text: a BOM first, then UTF-8, then cp1252 as the fallback.
 
     Invalid sequences become U+FFFD and NUL bytes are removed (SQLite string
     functions and FTS stop at NUL).
@@ -33,10 +34,12 @@ def decode_text(data: bytes) -> str:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            # Mostly-UTF-8 with a few bad bytes stays UTF-8; otherwise assume
-            # a single-byte Windows/Latin encoding rather than garbling it.
+            # Any well-formed multi-byte sequence means UTF-8 with some damage
+            # (legacy single-byte text almost never forms one by chance); with
+            # none, assume a Windows/Latin single-byte encoding rather than
+            # replacing every accented letter.
             replaced = data.decode("utf-8", errors="replace")
-            if replaced.count("\ufffd") * 100 < max(len(replaced), 1):
+            if _WELL_FORMED_NON_ASCII.search(replaced):
                 text = replaced
             else:
                 text = data.decode("cp1252", errors="replace")

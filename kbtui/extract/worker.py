@@ -8,7 +8,8 @@ an 8-byte big-endian length, then that many bytes.
 - request: a JSON header ``{"format": ..., "limits": {...}, "size": N}``,
   then a frame of N document bytes;
 - reply: JSON ``{"ok": true, "elements": [[kind, text, level, start, end,
-  page, language, symbol], ...]}`` or ``{"ok": false, "code": reason}``.
+  page, language, symbol], ...]}`` or ``{"ok": false, "code": reason}``
+  (with ``"retire": true`` when the worker exits after answering).
 
 Replies are JSON rather than pickle so the parent never unpickles data from
 a process that has just parsed a hostile file.
@@ -103,7 +104,8 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         except ExtractionFailed as exc:
             reply = json.dumps({"ok": False, "code": exc.code}).encode()
         except MemoryError:
-            reply, retire = json.dumps({"ok": False, "code": EXTRACT_TOO_LARGE}).encode(), True
+            # The heap may be in a poor state: answer, then exit for a fresh worker.
+            reply, retire = json.dumps({"ok": False, "code": EXTRACT_TOO_LARGE, "retire": True}).encode(), True
         except RecursionError:
             reply = json.dumps({"ok": False, "code": EXTRACT_TOO_LARGE}).encode()
         except Exception:  # noqa: BLE001 - a parser bug on a hostile file is that file's failure
