@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from io import BytesIO
 
 import docx as python_docx
+from docx.enum.style import WD_STYLE_TYPE
 from docx.oxml.ns import qn
 from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
@@ -91,21 +92,20 @@ def read_docx(data: bytes, limits: ExtractionLimits) -> list[Element]:
     except (KeyError, ValueError, zipfile.BadZipFile, etree.XMLSyntaxError):
         raise ExtractionFailed("extract_corrupt") from None
     out = ElementCollector(limits.max_extracted_chars)
-    body = document.element.body
-    for block in _body_blocks(body):
+    styles = _StyleKinds(document)
+    for block in _body_blocks(document.element.body):
         if block.tag == qn("w:tbl"):
-            rows = _table_rows(Table(block, document))
-            out.add("table", "\n".join(rows))
+            out.add("table", "\n".join(_table_rows(Table(block, document))))
             continue
         paragraph = Paragraph(block, document)
-        text = paragraph.text
-        level = _heading_level(paragraph)
+        ppr = block.pPr
+        level = _outline_level(ppr) or styles.heading_level(block.style)
         if level:
-            out.add("heading", text, level=level)
-        elif _is_list_item(paragraph):
-            out.add("list_item", text)
+            out.add("heading", paragraph.text, level=level)
+        elif (ppr is not None and ppr.numPr is not None) or styles.is_list(block.style):
+            out.add("list_item", paragraph.text)
         else:
-            out.add("paragraph", text)
+            out.add("paragraph", paragraph.text)
     return out.elements
 
 
@@ -137,13 +137,51 @@ def _table_rows(table: Table) -> list[str]:
     return rows
 
 
-def _styles(paragraph: Paragraph) -> Iterator:
-    style = paragraph.style
-    seen = 0
-    while style is not None and seen < 16:  # base styles can form a cycle in a hostile file
-        yield style
-        style = style.base_style
-        seen += 1
+class _StyleKinds:
+    """Heading level and list-ness of each paragraph style, looked up once per style id."""
+
+    def __init__(self, document) -> None:
+        self._styles = document.styles
+        self._levels: dict[str | None, int | None] = {}
+        self._lists: dict[str | None, bool] = {}
+
+    def _chain(self, style_id: str | None) -> Iterator:
+        try:
+            style = self._styles.get_by_id(style_id, WD_STYLE_TYPE.PARAGRAPH)
+        except (KeyError, ValueError):
+            return
+        seen = 0
+        while style is not None and seen < 16:  # base styles can form a cycle in a hostile file
+            yield style
+            style = style.base_style
+            seen += 1
+
+    def heading_level(self, style_id: str | None) -> int | None:
+        if style_id not in self._levels:
+            self._levels[style_id] = self._heading_level(style_id)
+        return self._levels[style_id]
+
+    def _heading_level(self, style_id: str | None) -> int | None:
+        for style in self._chain(style_id):
+            name = style.name or ""
+            if name.lower() == "title":
+                return 1
+            match = _HEADING_STYLE.match(name)
+            if match:
+                return int(match.group(1))
+            level = _outline_level(style.element.pPr)
+            if level:
+                return level
+        return None
+
+    def is_list(self, style_id: str | None) -> bool:
+        if style_id not in self._lists:
+            self._lists[style_id] = any(
+                (style.name or "").lower().startswith("list")
+                or (style.element.pPr is not None and style.element.pPr.numPr is not None)
+                for style in self._chain(style_id)
+            )
+        return self._lists[style_id]
 
 
 def _outline_level(ppr: etree._Element | None) -> int | None:
@@ -157,27 +195,3 @@ def _outline_level(ppr: etree._Element | None) -> int | None:
     except ValueError:
         return None
     return value + 1 if 0 <= value < MAX_HEADING_LEVEL else None  # 9 means body text
-
-
-def _heading_level(paragraph: Paragraph) -> int | None:
-    level = _outline_level(paragraph._p.pPr)
-    if level:
-        return level
-    for style in _styles(paragraph):
-        name = style.name or ""
-        if name.lower() == "title":
-            return 1
-        match = _HEADING_STYLE.match(name)
-        if match:
-            return int(match.group(1))
-        level = _outline_level(style.element.pPr)
-        if level:
-            return level
-    return None
-
-
-def _is_list_item(paragraph: Paragraph) -> bool:
-    ppr = paragraph._p.pPr
-    if ppr is not None and ppr.numPr is not None:
-        return True
-    return any((style.name or "").lower().startswith("list") for style in _styles(paragraph))
