@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import json
+import logging
 import os
 import queue
 import select
@@ -37,6 +38,8 @@ from kbtui.extract import (
     ExtractionLimits,
 )
 from kbtui.extract.worker import FRAME_HEADER
+
+log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 2.0
 # A worker is replaced after this many documents, so memory fragmentation
@@ -111,14 +114,14 @@ class ExtractionWorker:
                 process.stdin.write(payload)
             process.stdin.flush()
         except (OSError, ValueError):
-            self._kill()
+            self._kill(EXTRACT_CRASHED)
             raise ExtractionFailed(EXTRACT_CRASHED) from None
-        deadline = time.monotonic() + limits.timeout_seconds
+        deadline = time.monotonic() + limits.deadline_seconds(len(data))
         reply = self._read_frame(process, deadline)
         try:
             message = json.loads(reply)
         except ValueError:
-            self._kill()
+            self._kill(EXTRACT_CORRUPT)
             raise ExtractionFailed(EXTRACT_CORRUPT) from None
         if isinstance(message, dict) and message.get("retire") is True:
             self.stop()  # it is exiting: wait for it, so the next document gets a new one
@@ -133,11 +136,11 @@ class ExtractionWorker:
             while len(buffer) < needed:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                    self._kill()
+                    self._kill(EXTRACT_TIMEOUT)
                     raise ExtractionFailed(EXTRACT_TIMEOUT)
                 chunk = os.read(fd, min(needed - len(buffer), 1 << 20))
                 if not chunk:  # the worker died
-                    self._kill()
+                    self._kill(EXTRACT_CRASHED)
                     raise ExtractionFailed(EXTRACT_CRASHED)
                 buffer += chunk
             if have_header:
@@ -146,10 +149,12 @@ class ExtractionWorker:
             buffer.clear()
             have_header = True
 
-    def _kill(self) -> None:
+    def _kill(self, reason: str | None = None) -> None:
         process, self._process = self._process, None
         if process is None:
             return
+        if reason is not None:
+            log.warning("extraction worker %d killed: %s", process.pid, reason)
         if process.poll() is None:
             process.kill()
         try:

@@ -14,8 +14,12 @@ class ExtractionLimits:
     Loaded from the ``[extraction]`` table of ``config.toml``.
     """
 
-    # Wall-clock deadline for parsing one document in the worker process.
-    timeout_seconds: float = 60.0
+    # Wall-clock deadline for parsing one document in the worker process:
+    # a base plus an allowance per MiB of input, so a legitimately huge
+    # manual (pypdf reads about 50 pages/s) is not cut off while a small
+    # hostile file is stopped quickly.
+    timeout_seconds: float = 30.0
+    timeout_seconds_per_mib: float = 10.0
     # Input bytes handed to a parser.
     max_input_bytes: int = 128 * MIB
     # Characters of extracted text: the decompression-bomb guard for every format.
@@ -40,3 +44,9 @@ class ExtractionLimits:
                 raise ValueError(f"extraction.{name} must be positive")
         if self.timeout_seconds <= 0:
             raise ValueError("extraction.timeout_seconds must be positive")
+        if self.timeout_seconds_per_mib < 0:
+            raise ValueError("extraction.timeout_seconds_per_mib must not be negative")
+
+    def deadline_seconds(self, input_bytes: int) -> float:
+        """The parsing deadline for a document of ``input_bytes`` bytes."""
+        return self.timeout_seconds + self.timeout_seconds_per_mib * input_bytes / MIB

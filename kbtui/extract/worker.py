@@ -89,7 +89,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         retire = False
         try:
             limits = ExtractionLimits(**request["limits"])
-            _apply_limits(limits.max_memory_bytes, limits.timeout_seconds)
+            _apply_limits(limits.max_memory_bytes, limits.deadline_seconds(len(data)))
             elements = extract(data, request["format"], limits)
             del data
             reply = json.dumps(

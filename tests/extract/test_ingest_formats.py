@@ -23,6 +23,7 @@ def test_extraction_limits_come_from_the_config_file(home):
     _configure(home, "[extraction]\ntimeout_seconds = 2.5\nmax_zip_entries = 50\n")
     limits = Config.load(home).extraction
     assert (limits.timeout_seconds, limits.max_zip_entries) == (2.5, 50)
+    assert limits.deadline_seconds(3 * 1024 * 1024) == 2.5 + 3 * limits.timeout_seconds_per_mib
     assert limits.max_zip_ratio == 100  # the rest keep their defaults
 
 
@@ -34,7 +35,7 @@ def test_a_bad_extraction_setting_is_refused_clearly(home, table):
 
 
 def test_every_format_indexes_and_hostile_files_fail_alone(run_cli, home, tmp_path):
-    _configure(home, "[extraction]\ntimeout_seconds = 2\n")
+    _configure(home, "[extraction]\ntimeout_seconds = 2\ntimeout_seconds_per_mib = 0\n")
     secret = tmp_path / "secret.txt"
     secret.write_text(CANARY)
     docs = tmp_path / "docs"

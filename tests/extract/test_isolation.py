@@ -70,7 +70,7 @@ HOSTILE = {
 def test_hostile_file_fails_alone_within_the_deadline_and_the_next_extracts(pool, case):
     build, fmt, expected = HOSTILE[case]
     data = build()
-    limits = ExtractionLimits(timeout_seconds=DEADLINE)
+    limits = ExtractionLimits(timeout_seconds=DEADLINE, timeout_seconds_per_mib=0)
     started = time.monotonic()
     with pytest.raises(ExtractionFailed) as failure:
         pool.extract(data, fmt, limits)
@@ -84,7 +84,7 @@ def test_a_timeout_kills_the_worker_and_a_new_one_takes_over(pool):
     pool.extract(GOOD_MARKDOWN, "markdown", ExtractionLimits())
     [before] = pool.worker_pids()
     with pytest.raises(ExtractionFailed):
-        pool.extract(slow_pdf(), "pdf", ExtractionLimits(timeout_seconds=0.5))
+        pool.extract(slow_pdf(), "pdf", ExtractionLimits(timeout_seconds=0.5, timeout_seconds_per_mib=0))
     assert pool.worker_pids() == []
     with pytest.raises(ProcessLookupError):
         os.kill(before, 0)  # killed and reaped, not left running
@@ -170,3 +170,16 @@ def test_isolated_result_equals_in_process_result_for_every_reader(pool):
     ]
     for data, fmt in samples:
         assert pool.extract(data, fmt, ExtractionLimits()) == extract(data, fmt)
+
+
+def test_the_shared_pool_shuts_down_and_starts_again_on_demand():
+    from kbtui.extract import extract_isolated, shutdown_extraction
+    from kbtui.extract.isolation import default_pool
+
+    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract(GOOD_MARKDOWN, "markdown")
+    pids = default_pool(ExtractionLimits()).worker_pids()
+    shutdown_extraction()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract(GOOD_MARKDOWN, "markdown")
