@@ -9,6 +9,7 @@ embedded ("contextual content") and its cost is taken off the token budget.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import unicodedata
 from collections import Counter
@@ -147,6 +148,7 @@ def chunk_document(
             )
         )
         body = "".join(section.body)
+        span_ends = [span.body_end for span in section.spans]  # increasing: spans are in body order
         if not body.strip():
             continue
         prefix = f"{heading_path}\n\n" if heading_path else ""
@@ -159,7 +161,11 @@ def chunk_document(
             content_hash = hashlib.sha256(contextual.encode("utf-8")).hexdigest()
             ordinal = len(chunks)
             uid_source = f"{document_id}|{parser_version}|{CHUNKER_VERSION}|{ordinal}|{content_hash}"
-            covering = [s for s in section.spans if s.body_start < end and s.body_end > start]
+            covering = []
+            for span in section.spans[bisect.bisect_right(span_ends, start):]:
+                if span.body_start >= end:
+                    break
+                covering.append(span)
             kind, language, symbol, page = _provenance(covering, start, end)
             chunks.append(
                 ChunkSpec(
