@@ -45,6 +45,7 @@ class Config:
     drain_sweep_interval_s: float = 0.5
     reindex_interval_s: float = 600.0  # 0 turns the scheduled stale-document scan off
     embedding_retry_initial_s: float = 5.0  # back-off after the provider was unavailable
+    storage_retry_s: float = 30.0  # pause after the disk was full
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
