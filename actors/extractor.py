@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pykka import ActorRef
 
-from actors.events import ChunkDocument, DocumentRef, ExtractDocument
+from actors.events import ChunkDocument, DocumentRef, DocumentReleased, ExtractDocument
 from actors.faults import pause_point
+from actors.listener import publish
 from actors.stage import DocumentGone, PipelineContext, StageActor
 from kbtui.ingest import extract_stage
 from store.models import Document, Status
@@ -20,6 +21,11 @@ class Extractor(StageActor):
         row = Document.get_or_none(Document.id == message.document_id)
         if row is None:
             raise DocumentGone(message.document_id)
+        if row.status != Status.PENDING.value:
+            # Only Pending rows are work: an admit that raced with another
+            # node or process must not index the same document twice.
+            publish(DocumentReleased(row.id, reason="not_pending"))
+            return
         document = DocumentRef(row.id, row.collection_id, row.format, row.source_path)
         self.transition(document, Status.EXTRACTING, 0.1)
         pause_point("extracting")

@@ -18,7 +18,7 @@ from actors.events import Admit, ScanForStale
 from actors.stage import PipelineContext
 from kbtui.chunking import CHUNKER_VERSION
 from kbtui.extract import PARSER_VERSION
-from store.catalog import stale_document_ids
+from store.catalog import mark_pending, stale_document_ids
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ class Reindexer(pykka.ThreadingActor):
             vector_identity=embedder.identity.canonical() if confident else None,
             limit=self.batch,
         )
+        # Pending first: the database is the queue of record, so a busy queue
+        # only delays them; they keep serving their old index meanwhile.
+        mark_pending(stale)
         for document_id in stale:
             self.admission.tell(Admit(document_id))
         if stale:

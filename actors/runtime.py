@@ -35,6 +35,7 @@ from actors.reindexer import Reindexer
 from actors.stage import PipelineContext
 from actors.status_writer import NodeStatusWriter
 from kbtui.errors import KbtuiError
+from kbtui.extract import shutdown_extraction
 from store.catalog import reset_non_terminal
 from store.node_lock import NodeLock
 
@@ -98,7 +99,10 @@ class Runtime:
         indexer = started(Indexer.start(ctx))
         embedder = started(Embedder.start(ctx, indexer))
         chunker = started(Chunker.start(ctx, embedder))
-        extractors = [started(Extractor.start(ctx, chunker)) for _ in range(max(1, cfg.extract_workers))]
+        # One extractor actor per extraction worker process, so neither waits on the other.
+        extractors = [
+            started(Extractor.start(ctx, chunker)) for _ in range(max(1, cfg.extraction.worker_processes))
+        ]
         self.admission = started(
             Admission.start(extractors, capacity=cfg.admission_queue_capacity, max_in_flight=cfg.max_in_flight)
         )
@@ -145,6 +149,8 @@ class Runtime:
                     futures.append(ref.stop(block=False))
                 except pykka.ActorDeadError:
                     continue
+            # Kill the extraction workers: an actor blocked on a long parse returns at once.
+            shutdown_extraction()
             deadline = time.monotonic() + ACTOR_STOP_TIMEOUT_S
             for future in futures:
                 try:

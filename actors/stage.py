@@ -21,6 +21,7 @@ from kbtui.embedding import EmbeddingProvider
 from kbtui.ingest import StageFailed
 from store import Store
 from store.catalog import set_status
+from store.errors import is_disk_full
 from store.models import Status
 
 log = logging.getLogger(__name__)
@@ -63,14 +64,27 @@ class StageActor(pykka.ThreadingActor):
                 return None  # interrupted by shutdown: the document stays queued
             if not document_id:
                 log.error("%s failed: %s", type(self).__name__, type(exc).__name__)
-            elif isinstance(exc, DocumentGone):
-                publish(DocumentReleased(document_id, reason="deleted"))
-            elif isinstance(exc, StageFailed):
-                self.fail(message, exc.reason)
-            else:
-                log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
-                self.fail(message, "internal_error")
+                return None
+            try:
+                self._settle(message, document_id, exc)
+            except Exception as settle_exc:  # noqa: BLE001 - cannot even record it (disk full?)
+                log.error("could not record the outcome of document %s: %s", document_id, type(settle_exc).__name__)
+                publish(DocumentReleased(document_id, reason="storage_error", retry_after_s=self.context.config.storage_retry_s))
         return None
+
+    def _settle(self, message: Any, document_id: str, exc: Exception) -> None:
+        if isinstance(exc, DocumentGone):
+            publish(DocumentReleased(document_id, reason="deleted"))
+        elif isinstance(exc, StageFailed):
+            self.fail(message, exc.reason)
+        elif is_disk_full(exc):
+            # A condition of the machine, not of the document: retry when space returns.
+            log.error("storage full while processing document %s; will retry", document_id)
+            set_status(document_id, Status.PENDING, reason="storage_full", progress=0.0)
+            publish(DocumentReleased(document_id, reason="storage_full", retry_after_s=self.context.config.storage_retry_s))
+        else:
+            log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
+            self.fail(message, "internal_error")
 
     def handle(self, message: Any) -> Any:
         raise NotImplementedError

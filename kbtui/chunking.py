@@ -9,6 +9,7 @@ embedded ("contextual content") and its cost is taken off the token budget.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import unicodedata
 from collections import Counter
@@ -17,9 +18,13 @@ from dataclasses import dataclass
 from kbtui.extract import Element
 
 # Bumped whenever the same elements would produce different chunks.
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 
 HEADING_SEPARATOR = " > "
+# A heading longer than this is cut (at a word) in the trail: a real heading
+# is short, and a runaway one would eat the whole token budget of every
+# chunk under it.
+MAX_HEADING_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,20 @@ class ChunkSpec:
     start_offset: int
     end_offset: int
     token_estimate: int
+    source_path: str = ""
+
+
+def is_wide(ch: str) -> bool:
+    """CJK ideographs, kana, Hangul and fullwidth forms: about a token each, no spaces between words."""
+    code = ord(ch)
+    return (
+        0x1100 <= code <= 0x11FF  # Hangul jamo
+        or 0x2E80 <= code <= 0x9FFF  # CJK radicals, punctuation, kana, unified ideographs
+        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
+        or 0xF900 <= code <= 0xFAFF  # CJK compatibility ideographs
+        or 0xFF00 <= code <= 0xFFEF  # fullwidth and halfwidth forms
+        or 0x20000 <= code <= 0x3FFFF  # CJK extensions
+    )
 
 
 def char_weight(ch: str) -> int:
@@ -72,12 +91,7 @@ def char_weight(ch: str) -> int:
     code = ord(ch)
     if code < 0x80:
         return 1
-    if (
-        0x2E80 <= code <= 0x9FFF  # CJK radicals .. unified ideographs, kana
-        or 0xAC00 <= code <= 0xD7AF  # Hangul syllables
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x3FFFF
-    ):
+    if is_wide(ch):
         return 4
     if code >= 0x1F000 or unicodedata.category(ch) == "So":
         return 8  # emoji and symbols: often several byte-pair tokens each
@@ -86,6 +100,8 @@ def char_weight(ch: str) -> int:
 
 def estimate_tokens(text: str) -> int:
     """Deterministic token estimate: weighted characters / 4, rounded up."""
+    if text.isascii():
+        return -(-len(text) // 4)
     return -(-sum(char_weight(ch) for ch in text) // 4)
 
 
@@ -124,7 +140,7 @@ def chunk_document(
     chunks: list[ChunkSpec] = []
     section_specs: list[SectionSpec] = []
     for section in sections:
-        heading_path = HEADING_SEPARATOR.join(section.trail)
+        heading_path = HEADING_SEPARATOR.join(_short_heading(title) for title in section.trail)
         section_specs.append(
             SectionSpec(
                 section.ordinal, heading_path, section.level,
@@ -132,6 +148,7 @@ def chunk_document(
             )
         )
         body = "".join(section.body)
+        span_ends = [span.body_end for span in section.spans]  # increasing: spans are in body order
         if not body.strip():
             continue
         prefix = f"{heading_path}\n\n" if heading_path else ""
@@ -144,7 +161,11 @@ def chunk_document(
             content_hash = hashlib.sha256(contextual.encode("utf-8")).hexdigest()
             ordinal = len(chunks)
             uid_source = f"{document_id}|{parser_version}|{CHUNKER_VERSION}|{ordinal}|{content_hash}"
-            covering = [s for s in section.spans if s.body_start < end and s.body_end > start]
+            covering = []
+            for span in section.spans[bisect.bisect_right(span_ends, start):]:
+                if span.body_start >= end:
+                    break
+                covering.append(span)
             kind, language, symbol, page = _provenance(covering, start, end)
             chunks.append(
                 ChunkSpec(
@@ -162,6 +183,7 @@ def chunk_document(
                     start_offset=_document_offset(covering, start, first=True),
                     end_offset=_document_offset(covering, end, first=False),
                     token_estimate=estimate_tokens(contextual),
+                    source_path=source_path,
                 )
             )
     return section_specs, chunks
@@ -204,37 +226,42 @@ def _build_sections(elements: list[Element]) -> list[_Section]:
 def split_text(text: str, max_chars: int, max_tokens: int, overlap: int) -> list[tuple[int, int]]:
     """Cut ``text`` into ``(start, end)`` windows bounded by chars and tokens.
 
-    A window ends at the last whitespace before the limit, so no word is cut
-    unless a single word is longer than the limit. Consecutive windows overlap
-    by up to ``overlap`` characters, starting at a word boundary.
+    A window ends at the last break opportunity before the limit (whitespace,
+    or beside a CJK character, where no spaces separate words), so no word is
+    cut unless a single word is longer than the limit. Consecutive windows
+    overlap by up to ``overlap`` weighted characters (see
+    :func:`_overlap_start`), never more than half the window just cut (so
+    small windows still advance), starting at a word boundary.
     """
     n = len(text)
     windows: list[tuple[int, int]] = []
     start = _skip_space(text, 0)
     while start < n:
-        limit = min(start + max_chars, _token_limit(text, start, max_tokens), n)
+        limit = min(start + max_chars, _token_limit(text, start, max_tokens, max_chars), n)
         if limit >= n:
             windows.append((start, n))
             break
         end = _last_break(text, start, limit)
         windows.append((start, end))
         next_start = _skip_space(text, end)
-        if overlap > 0:
-            back = max(end - overlap, start + 1)
-            # Begin the overlap at a word start so the next chunk has whole words.
-            while back < end and not (text[back - 1].isspace() and not text[back].isspace()):
-                back += 1
-            if back < end:
-                next_start = back
+        back = _overlap_start(text, start, end, min(overlap, (end - start) // 2))
+        # Begin the overlap at a word start so the next chunk has whole words.
+        while back < end and not (_is_break(text, back) and not text[back].isspace()):
+            back += 1
+        if back < end:
+            next_start = back
         if next_start <= start:
             next_start = end
         start = next_start
     return windows
 
 
-def _token_limit(text: str, start: int, max_tokens: int) -> int:
-    """The index where ``text[start:]`` reaches ``max_tokens`` estimated tokens."""
+def _token_limit(text: str, start: int, max_tokens: int, max_chars: int) -> int:
+    """The index where ``text[start:]`` exceeds ``max_tokens`` estimated tokens."""
     allowance = max_tokens * 4
+    # ASCII weighs 1 per character: no need to walk it one by one.
+    if text[start : start + min(allowance, max_chars) + 1].isascii():
+        return min(start + allowance, len(text))
     i, used, n = start, 0, len(text)
     while i < n:
         used += char_weight(text[i])
@@ -244,11 +271,42 @@ def _token_limit(text: str, start: int, max_tokens: int) -> int:
     return n
 
 
+def _overlap_start(text: str, start: int, end: int, overlap: int) -> int:
+    """Where the overlap before ``end`` begins: ``overlap`` weighted characters back.
+
+    Measured in the token weights, so the overlap costs the same share of the
+    token budget in any script (150 ASCII characters, or about 37 CJK ones).
+    """
+    floor = max(start + 1, end - overlap)
+    if text[floor:end].isascii():
+        return floor
+    back, used = end, 0
+    while back > floor:
+        used += char_weight(text[back - 1])
+        if used > overlap:
+            break
+        back -= 1
+    return back
+
+
+def _is_break(text: str, i: int) -> bool:
+    """Whether a line may break between ``text[i - 1]`` and ``text[i]`` without cutting a word."""
+    before, after = text[i - 1], text[i] if i < len(text) else " "
+    return before.isspace() or after.isspace() or is_wide(before) or is_wide(after)
+
+
 def _last_break(text: str, start: int, limit: int) -> int:
     for i in range(limit, start, -1):
-        if text[i - 1].isspace() or (i < len(text) and text[i].isspace()):
+        if _is_break(text, i):
             return i
     return limit  # one word longer than the limit: a hard cut is unavoidable
+
+
+def _short_heading(title: str) -> str:
+    if len(title) <= MAX_HEADING_CHARS:
+        return title
+    cut = title.rfind(" ", 0, MAX_HEADING_CHARS)
+    return title[: cut if cut > 0 else MAX_HEADING_CHARS].rstrip() + "\u2026"
 
 
 def _skip_space(text: str, i: int) -> int:
@@ -265,7 +323,11 @@ def _provenance(spans: list[_Span], start: int, end: int) -> tuple[str, str | No
         overlap = min(end, span.body_end) - max(start, span.body_start)
         weight[_KIND_OF_ELEMENT[span.element.kind]] += max(overlap, 0)
     kind = max(sorted(weight), key=lambda k: weight[k])
-    language = next((s.element.language for s in spans if s.element.language), None)
+    # The language of the chunk's main kind: a prose chunk quoting a snippet stays unlabelled.
+    language = next(
+        (s.element.language for s in spans if s.element.language and _KIND_OF_ELEMENT[s.element.kind] == kind),
+        None,
+    )
     symbol = next((s.element.symbol for s in spans if s.element.symbol), None)
     page = next((s.element.page for s in spans if s.element.page is not None), None)
     return kind, language, symbol, page

@@ -13,11 +13,13 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import click
+import peewee
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.status_writer import STATUS_FILE_NAME
 from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
@@ -32,6 +34,7 @@ from kbtui.repository.importer import ImportFailed, ImportReport, import_reposit
 from kbtui.repository.paths import printable_path
 from kbtui.repository.scan import ScanLimits
 from store import catalog, repositories
+from store.errors import storage_problem
 from store.node_lock import node_running
 from store.models import Document, Section, StatusHistory
 from store.repositories import RegisteredRepository
@@ -47,6 +50,12 @@ def main(argv: list[str] | None = None) -> None:
     except KbtuiError as exc:
         click.echo(f"kbtui: {exc.message}", err=True)
         sys.exit(exc.exit_code)
+    except (OSError, peewee.OperationalError) as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        click.echo(f"kbtui: {problem.message}", err=True)
+        sys.exit(problem.exit_code)
     except click.exceptions.Abort:
         click.echo("kbtui: aborted", err=True)
         sys.exit(130)
@@ -165,15 +174,31 @@ def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_w
 
 
 def index_and_follow(node: Node, document_ids: list[str], *, quiet: bool = False):
-    """Index Pending documents and wait for them: in this process when no node
-    runs for the data directory, otherwise by following the running node."""
-    show = False if quiet else None
-    if node_running(node.config.home):
-        return follow_documents(document_ids, show_progress=show)
-    with node.pipeline() as runtime:
+    """Index Pending documents and wait for them.
+
+    When no node runs for the data directory this process runs the pipeline;
+    otherwise it follows the running node through the database, and takes
+    over if that node stops before our documents are done.
+    """
+    runtime: Runtime | None = None
+
+    def ensure_pipeline() -> None:
+        nonlocal runtime
+        if runtime is not None or node_running(node.config.home):
+            return
+        try:
+            runtime = node.pipeline().start()
+        except NodeAlreadyRunning:
+            return  # another process won the race; follow it
         for document_id in document_ids:
             runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
-        return follow_documents(document_ids, show_progress=show)
+
+    try:
+        ensure_pipeline()
+        return follow_documents(document_ids, show_progress=False if quiet else None, on_poll=ensure_pipeline)
+    finally:
+        if runtime is not None:
+            runtime.stop()
 
 
 def _outcome_line(documents: list[Document], result) -> str:

@@ -12,6 +12,7 @@ import platformdirs
 
 from kbtui.chunking import ChunkSettings
 from kbtui.errors import KbtuiError
+from kbtui.extract.limits import ExtractionLimits
 
 CONFIG_FILE_NAME = "config.toml"
 
@@ -36,14 +37,15 @@ class Config:
     repository_max_file_bytes: int = 16 * 1024 * 1024
     repository_max_total_bytes: int = 1024 * 1024 * 1024
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
+    extraction: ExtractionLimits = field(default_factory=ExtractionLimits)
     # Ingestion pipeline (actors)
     admission_queue_capacity: int = 256
     max_in_flight: int = 8
-    extract_workers: int = 2
     shutdown_drain_timeout_s: float = 30.0
     drain_sweep_interval_s: float = 0.5
     reindex_interval_s: float = 600.0  # 0 turns the scheduled stale-document scan off
     embedding_retry_initial_s: float = 5.0  # back-off after the provider was unavailable
+    storage_retry_s: float = 30.0  # pause after the disk was full
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
@@ -65,14 +67,18 @@ class Config:
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
         chunking = ChunkSettings(**_known(ChunkSettings, values.pop("chunking", {}) or {}))
+        try:
+            extraction = ExtractionLimits(**_known(ExtractionLimits, values.pop("extraction", {}) or {}))
+        except (TypeError, ValueError) as exc:
+            raise KbtuiError(f"{CONFIG_FILE_NAME}: {exc}") from None
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
-        return cls(home=home, chunking=chunking, **_known(cls, values))
+        return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
 
 
 def _known(kind: type, values: dict[str, object]) -> dict[str, object]:
-    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking"}
+    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking", "extraction"}
     unknown = sorted(set(values) - names)
     if unknown:
         raise KbtuiError(f"unknown setting(s) in {CONFIG_FILE_NAME}: {', '.join(unknown)}")

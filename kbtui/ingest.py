@@ -16,7 +16,7 @@ from kbtui.chunking import CHUNKER_VERSION, ChunkSpec, SectionSpec, chunk_docume
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
 from kbtui.errors import BlobCorrupt, KbtuiError
-from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract
+from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
 from store.catalog import commit_index, set_status
 from store.models import Document, Status
@@ -39,14 +39,16 @@ class Chunked:
 
 
 def extract_stage(store: Store, config: Config, document: Document) -> list[Element]:
+    """Decrypt the document and parse it in a killable worker under the configured limits."""
     try:
-        data = store.blobs.read_bytes(document.id, max_bytes=config.max_document_bytes)
+        max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)
+        data = store.blobs.read_bytes(document.id, max_bytes=max_bytes)
     except BlobCorrupt:
         raise StageFailed("blob_corrupt") from None
     except KbtuiError:
         raise StageFailed("extract_too_large") from None
     try:
-        return extract(data, document.format)
+        return extract_isolated(data, document.format, config.extraction)
     except ExtractionFailed as exc:
         raise StageFailed(exc.code) from None
 

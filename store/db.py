@@ -15,7 +15,16 @@ from peewee import SqliteDatabase
 
 BUSY_TIMEOUT_MS = 15_000
 
-database = SqliteDatabase(None, lock_type="IMMEDIATE")
+class _Database(SqliteDatabase):
+    def rollback(self) -> None:
+        # After SQLITE_FULL (and some I/O errors) SQLite has already rolled the
+        # transaction back; a second ROLLBACK would raise and hide the real error.
+        if not self.is_closed() and not self.connection().in_transaction:
+            return
+        super().rollback()
+
+
+database = _Database(None, lock_type="IMMEDIATE")
 
 PRAGMAS = [
     ("busy_timeout", BUSY_TIMEOUT_MS),

@@ -63,7 +63,7 @@ def verify_key(key: bytes, stored_fingerprint: bytes | None) -> None:
 def _create_key(path: Path) -> bytes:
     key = os.urandom(KEY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, key)

@@ -33,8 +33,11 @@ class NodeLock:
                     os.close(fd)
                     return None
                 time.sleep(0.02)
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        try:  # the pid is for people reading the file; a full disk must not stop the node
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:
+            pass
         return cls(fd)
 
     def release(self) -> None:

@@ -1,23 +1,40 @@
 """Extraction: turn a document's bytes into ordered structural elements.
 
-Readers are chosen by extension. Each returns a list of :class:`Element` in
-reading order with offsets into the document's extracted text, so chunks can
-point back to where they came from.
+Readers are chosen by extension (:func:`format_for`). Each returns a list of
+:class:`Element` in reading order with offsets into the document's extracted
+text, so chunks can point back to where they came from. Text formats keep
+offsets into the decoded source; PDF, DOCX and HTML get offsets into the
+elements' texts joined by blank lines.
+
+The pipeline calls :func:`extract_isolated`, which parses in a killable worker
+process under :class:`ExtractionLimits`; :func:`extract` is the same work in
+this process (the worker runs it).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Literal
 
 from kbtui.errors import KbtuiError
+from kbtui.extract.formats import FORMAT_BY_EXTENSION, code_language, format_for
+from kbtui.extract.limits import ExtractionLimits
 
 ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 
 # Bumped whenever a reader's output changes for the same input; stored on every
 # document so the reindexer can find documents extracted by an older parser.
-PARSER_VERSION = 1
+PARSER_VERSION = 2
+
+# Fixed, content-free reasons an extraction fails with.
+EXTRACT_TIMEOUT = "extract_timeout"  # the parser did not finish before the deadline
+EXTRACT_TOO_LARGE = "extract_too_large"  # input, output, memory or zip bounds exceeded
+EXTRACT_UNSUPPORTED = "extract_unsupported"  # no reader for this format
+EXTRACT_CORRUPT = "extract_corrupt"  # the parser rejected the file
+EXTRACT_ENCRYPTED = "extract_encrypted"  # a password-protected file
+EXTRACT_UNSAFE = "extract_unsafe"  # a construct refused on purpose (XML DOCTYPE/entities)
+EXTRACT_CRASHED = "extract_crashed"  # the worker process died while parsing
+EXTRACT_UNAVAILABLE = "extract_unavailable"  # extraction was shut down
 
 
 @dataclass(frozen=True)
@@ -27,9 +44,9 @@ class Element:
     level: int = 0  # heading level, 1 = top
     start: int = 0  # character offsets into the extracted text
     end: int = 0
-    page: int | None = None
-    language: str | None = None
-    symbol: str | None = None
+    page: int | None = None  # 1-based page (PDF)
+    language: str | None = None  # code language
+    symbol: str | None = None  # top-level function/class a code element defines
 
 
 class ExtractionFailed(KbtuiError):
@@ -39,29 +56,72 @@ class ExtractionFailed(KbtuiError):
         super().__init__(message or code)
         self.code = code
 
-
-MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd"}
-TEXT_EXTENSIONS = {".txt", ".text", ""}
-LOG_EXTENSIONS = {".log"}
-
-FORMAT_BY_EXTENSION: dict[str, str] = {
-    **{ext: "markdown" for ext in MARKDOWN_EXTENSIONS},
-    **{ext: "text" for ext in TEXT_EXTENSIONS},
-    **{ext: "log" for ext in LOG_EXTENSIONS},
-}
+    def __reduce__(self):  # keeps ``code`` when the exception crosses a process boundary
+        return (type(self), (self.code, self.message))
 
 
-def format_for(name: str) -> str | None:
-    """The reader format for a file name, or None when it is not supported."""
-    return FORMAT_BY_EXTENSION.get(PurePath(name).suffix.lower())
+DEFAULT_LIMITS = ExtractionLimits()
 
 
-def extract(data: bytes, fmt: str) -> list[Element]:
-    """Extract ``data`` of format ``fmt`` into elements (in this process)."""
-    from kbtui.extract import text
+def extract(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) -> list[Element]:
+    """Extract ``data`` of format ``fmt`` into elements, in this process.
 
-    if fmt == "markdown":
-        return text.read_markdown(text.decode_text(data))
-    if fmt in ("text", "log"):
-        return text.read_plain(text.decode_text(data))
-    raise ExtractionFailed("extract_unsupported")
+    Only the size caps apply here; the deadline and memory cap need the worker
+    process (:func:`extract_isolated`).
+    """
+    from kbtui.extract import code, docx, html, pdf, text
+
+    if len(data) > limits.max_input_bytes:
+        raise ExtractionFailed(EXTRACT_TOO_LARGE)
+    if fmt == "pdf":
+        return pdf.read_pdf(data, limits)
+    if fmt == "docx":
+        return docx.read_docx(data, limits)
+    if fmt == "html":
+        return html.read_html(data, limits)
+    if fmt in ("markdown", "rst", "text", "log") or code_language(fmt):
+        decoded = text.decode_text(data)
+        if len(decoded) > limits.max_extracted_chars:
+            raise ExtractionFailed(EXTRACT_TOO_LARGE)
+        if fmt == "markdown":
+            return text.read_markdown(decoded)
+        if fmt == "rst":
+            return text.read_rst(decoded)
+        language = code_language(fmt)
+        if language:
+            return code.read_code(decoded, language)
+        return text.read_plain(decoded)
+    raise ExtractionFailed(EXTRACT_UNSUPPORTED)
+
+
+def extract_isolated(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) -> list[Element]:
+    """Extract in a reusable worker process with a deadline and a memory cap.
+
+    Safe to call from several threads. A timeout or crash kills and replaces
+    the worker; the failure is an :class:`ExtractionFailed` with a fixed code.
+    """
+    from kbtui.extract.isolation import default_pool
+
+    return default_pool(limits).extract(data, fmt, limits)
+
+
+def shutdown_extraction() -> None:
+    """Stop the shared extraction worker processes (a later call starts new ones)."""
+    from kbtui.extract.isolation import shutdown_default_pool
+
+    shutdown_default_pool()
+
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "FORMAT_BY_EXTENSION",
+    "PARSER_VERSION",
+    "Element",
+    "ElementKind",
+    "ExtractionFailed",
+    "ExtractionLimits",
+    "extract",
+    "extract_isolated",
+    "format_for",
+    "shutdown_extraction",
+]

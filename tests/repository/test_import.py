@@ -134,8 +134,9 @@ def test_first_import_takes_only_safe_supported_files(counting_node, tree, outsi
     assert (report.updated.count, report.unchanged.count, report.removed.count) == (0, 0, 0)
     assert skipped(report) == {
         "sensitive": 7,  # .env, .env.local, prod.env, id_rsa, server.pem, server.key, .ssh/config.md
-        "generated": 4,  # node_modules, build, __pycache__, a virtualenv by its pyvenv.cfg
-        "unsupported_format": 3,  # .gitignore, picture.png, env/pyvenv.cfg
+        # node_modules, build, __pycache__, and both files of a virtualenv (known by its pyvenv.cfg)
+        "generated": 5,
+        "unsupported_format": 2,  # .gitignore, picture.png
         "binary": 1,
         "empty": 1,
         "too_large": 1,

@@ -1,0 +1,103 @@
+"""PDF with pypdf: paragraphs per page (1-based page numbers), headings from the outline.
+
+A PDF has no reliable heading markup in its text, but most long PDFs carry an
+outline (bookmarks): each entry becomes a heading, at its level, placed before
+the text of the page it points to. pypdf's decoder caps are tightened to the
+configured stream limit, so a FlateDecode bomb stops at the cap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from io import BytesIO
+
+from pypdf import PdfReader, apply_configuration, get_configuration
+from pypdf.errors import (
+    DependencyError,
+    FileNotDecryptedError,
+    LimitReachedError,
+    PdfReadError,
+    PyPdfError,
+    WrongPasswordError,
+)
+from pypdf.generic import Destination
+
+from kbtui.extract import Element, ExtractionFailed
+from kbtui.extract.collect import ElementCollector
+from kbtui.extract.limits import ExtractionLimits
+
+# pypdf limits (bytes of decoded output) that the stream cap tightens.
+_STREAM_OUTPUT_LIMITS = (
+    "maximum_declared_stream_length",
+    "zlib_maximum_output_length",
+    "lzw_maximum_output_length",
+    "run_length_maximum_output_length",
+    "brotli_maximum_output_length",
+    "array_based_stream_maximum_output_length",
+    "jbig2_maximum_output_length",
+)
+MAX_OUTLINE_HEADINGS = 10_000
+MAX_HEADING_LEVEL = 6
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
+
+
+def read_pdf(data: bytes, limits: ExtractionLimits) -> list[Element]:
+    """Paragraphs of each page and outline headings; encrypted files fail ``extract_encrypted``."""
+    configuration = get_configuration()
+    tightened = {
+        name: min(getattr(configuration, name), limits.max_pdf_stream_bytes)
+        for name in _STREAM_OUTPUT_LIMITS
+        if hasattr(configuration, name)  # the set of limits grows with pypdf releases
+    }
+    try:
+        with apply_configuration(**tightened):
+            return _read(data, limits)
+    except (FileNotDecryptedError, WrongPasswordError, DependencyError):
+        raise ExtractionFailed("extract_encrypted") from None
+    except LimitReachedError:
+        raise ExtractionFailed("extract_too_large") from None
+    except (PdfReadError, PyPdfError):
+        raise ExtractionFailed("extract_corrupt") from None
+
+
+def _read(data: bytes, limits: ExtractionLimits) -> list[Element]:
+    reader = PdfReader(BytesIO(data), strict=False)
+    if reader.is_encrypted:
+        # Many PDFs are encrypted only to restrict printing or copying, with an
+        # empty user password; those open. Anything else needs a password we lack.
+        if not reader.decrypt(""):
+            raise ExtractionFailed("extract_encrypted")
+    headings = _outline_headings(reader)
+    out = ElementCollector(limits.max_extracted_chars)
+    for index, page in enumerate(reader.pages):
+        number = index + 1
+        for level, title in headings.get(index, ()):
+            out.add("heading", title, level=level, page=number)
+        for paragraph in _BLANK_LINE.split(page.extract_text() or ""):
+            out.add("paragraph", paragraph, page=number)
+    return out.elements
+
+
+def _outline_headings(reader: PdfReader) -> dict[int, list[tuple[int, str]]]:
+    """Outline titles by 0-based page index, in outline order; a broken outline yields none."""
+    by_page: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    try:
+        pending: list[tuple[list, int]] = [(reader.outline, 1)]
+        count = 0
+        while pending and count < MAX_OUTLINE_HEADINGS:
+            items, level = pending.pop()
+            # Children follow their parent as a nested list; walk in order with a stack.
+            for position, item in enumerate(items):
+                if isinstance(item, list):
+                    pending.append((items[position + 1 :], level))
+                    pending.append((item, level + 1))
+                    break
+                if isinstance(item, Destination) and item.title:
+                    page = reader.get_destination_page_number(item)
+                    if page is not None and page >= 0:
+                        by_page[page].append((min(level, MAX_HEADING_LEVEL), str(item.title)))
+                        count += 1
+    except (PyPdfError, LimitReachedError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return {}
+    return by_page
