@@ -10,6 +10,8 @@ DEMO_HOME := .demo-home
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+	@# The terminal UI smoke test drives kbtui in tmux; install it where we can (root on Debian).
+	@command -v tmux >/dev/null || ((apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || true)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
