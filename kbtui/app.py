@@ -262,7 +262,7 @@ class KbtuiApp(App[int]):
         self._show_header()
         if snapshot.stamp != self.last_stamp:
             self.last_stamp = snapshot.stamp
-            self.documents_screen.reload()
+            self.documents_screen.catch_up(snapshot.stamp[0])
         if self.mode == "client" and not snapshot.node_running and self.options.run_node:
             self.mode = "starting"  # the other node stopped: take over
             self._start_node()

@@ -1,9 +1,10 @@
 """The Documents screen: every document of the active collection, live.
 
-Rows come from the database (a thread worker reloads them when the poller
-sees a change); between reloads, pipeline events buffered by the app update
-the status cells in place. The table is keyed by document id, so a reload
-changes only the cells that differ.
+Rows come from the database: a thread worker reads them when the poller sees
+a change, only the rows updated since the newest one shown while the set of
+documents stays the same (ingestion), everything otherwise. Between reads,
+pipeline events buffered by the app update the status cells in place. The
+table is keyed by document id, so a read changes only the cells that differ.
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ class DocumentsScreen(Screen[None]):
     """
 
     class RowsLoaded(Message):
-        def __init__(self, collection_id: str, status_filter: str | None, rows: list[DocumentRow]) -> None:
+        def __init__(self, collection_id: str, status_filter: str | None, rows: list[DocumentRow], partial: bool) -> None:
             super().__init__()
             self.collection_id = collection_id
             self.status_filter = status_filter
             self.rows = rows
+            self.partial = partial
 
     def __init__(self) -> None:
         super().__init__(id="documents-screen")
@@ -105,26 +107,50 @@ class DocumentsScreen(Screen[None]):
     # ------------------------------------------------------------ loading
 
     def reload(self) -> None:
-        """Read the rows again (coalesced: one reload at a time, one more if asked meanwhile)."""
+        """Read every row again (coalesced: one read at a time, one more if asked meanwhile)."""
         if any(w.group == "documents-load" and w.is_running for w in self.workers):
             self._reload_wanted = True
             return
         self._reload_wanted = False
-        self._load(self.app.collection_id, self.status_filter)
+        self._load(self.app.collection_id, self.status_filter, None)
+
+    def catch_up(self, document_count: int) -> None:
+        """The poller saw a change: read only what changed while the same documents
+        are shown (a status filter, an addition or a deletion means everything)."""
+        if self.status_filter is not None or document_count != len(self.rows) or not self.rows:
+            self.reload()
+        elif any(w.group == "documents-load" and w.is_running for w in self.workers):
+            self._reload_wanted = True
+        else:
+            self._load(self.app.collection_id, None, max(row.updated_at for row in self.rows.values()))
 
     @work(thread=True, exclusive=True, group="documents-load", exit_on_error=False)
-    def _load(self, collection_id: str, status_filter: str | None) -> None:
+    def _load(self, collection_id: str, status_filter: str | None, since: float | None) -> None:
         with thread_connection():
-            rows = load_document_rows(self.app.names, collection_id, status_filter)
-        self.post_message(self.RowsLoaded(collection_id, status_filter, rows))
+            rows = load_document_rows(self.app.names, collection_id, status_filter, updated_since=since)
+        self.post_message(self.RowsLoaded(collection_id, status_filter, rows, partial=since is not None))
 
     def on_documents_screen_rows_loaded(self, message: RowsLoaded) -> None:
         if not self.ready:
             return
         if message.collection_id == self.app.collection_id and message.status_filter == self.status_filter:
-            self._apply(message.rows)
+            if message.partial:
+                self._apply_changes(message.rows)
+            else:
+                self._apply(message.rows)
         if self._reload_wanted:
             self.reload()
+
+    def _apply_changes(self, rows: list[DocumentRow]) -> None:
+        table = self.query_one("#documents", DataTable)
+        now = self.app.clock()
+        for row in rows:
+            old = self.rows.get(row.document_id)
+            if old is None:
+                self._reload_wanted = True  # a document the table does not have yet
+            elif old != row:
+                self._update_row(table, old, row, now)
+                self.rows[row.document_id] = row
 
     def _apply(self, rows: list[DocumentRow]) -> None:
         table = self.query_one("#documents", DataTable)
@@ -197,8 +223,8 @@ class DocumentsScreen(Screen[None]):
     # ------------------------------------------------------------ live updates
 
     def apply_live(self, events: list[DocumentStatusChanged]) -> None:
-        """Show buffered pipeline events now; ask for a reload when the table
-        cannot show them in place (an unknown document, or a filtered view)."""
+        """Show buffered pipeline events in place. What they cannot show (a new
+        document, chunk counts, a row leaving a filtered view) the next poll reads."""
         table = self.query_one("#documents", DataTable)
         now = self.app.clock()
         for event in events:
@@ -206,7 +232,6 @@ class DocumentsScreen(Screen[None]):
                 continue
             old = self.rows.get(event.document_id)
             if old is None or (self.status_filter is not None and event.status != self.status_filter):
-                self._reload_wanted = True
                 continue
             new = DocumentRow(
                 document_id=old.document_id, name=old.name, status=event.status, progress=event.progress,
@@ -215,10 +240,6 @@ class DocumentsScreen(Screen[None]):
             )
             self._update_row(table, old, new, now)
             self.rows[event.document_id] = new
-            if event.status in (Status.INDEXED.value, Status.FAILED.value):
-                self._reload_wanted = True  # chunk count and times come from the row
-        if self._reload_wanted:
-            self.reload()
 
     def show_counts(self, counts: dict[str, int]) -> None:
         """The status line: how many documents are in each status, the filter marked."""

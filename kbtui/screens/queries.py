@@ -54,8 +54,11 @@ class NameCache:
         return cached
 
 
-def load_document_rows(names: NameCache, collection_id: str, status: str | None = None) -> list[DocumentRow]:
-    """Every document of ``collection_id`` (optionally of one status), oldest first."""
+def load_document_rows(
+    names: NameCache, collection_id: str, status: str | None = None, *, updated_since: float | None = None
+) -> list[DocumentRow]:
+    """Every document of ``collection_id`` (optionally of one status, or only those
+    updated at or after ``updated_since``), oldest first."""
     query = (
         Document.select(
             Document.id, Document.display_name, Document.status, Document.progress, Document.failure_reason,
@@ -66,6 +69,8 @@ def load_document_rows(names: NameCache, collection_id: str, status: str | None 
     )
     if status is not None:
         query = query.where(Document.status == status)
+    if updated_since is not None:
+        query = query.where(Document.updated_at >= updated_since)
     return [
         DocumentRow(
             document_id=doc_id, name=names.name(doc_id, sealed), status=doc_status, progress=progress or 0.0,
