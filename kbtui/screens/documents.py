@@ -35,6 +35,7 @@ FIXED_COLUMNS = (("status", "Status", 22), ("size", "Size", 9), ("chunks", "Chun
 # Cell padding (2 per column), the vertical scrollbar (1) and a spare column.
 TABLE_CHROME = 2 * (len(FIXED_COLUMNS) + 1) + 2
 MIN_NAME_WIDTH = 12
+EMPTY = "No documents yet. Press a to add files or a directory, i to import a repository."
 
 
 def fit(text: str, width: int) -> str:
@@ -82,10 +83,7 @@ class DocumentsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield IngestHeader(id="ingest-header")
         yield Static(id="documents-filter")
-        yield Static(
-            Text("No documents yet. Press a to add files or a directory, i to import a repository."),
-            id="documents-empty",
-        )
+        yield Static(Text(EMPTY), id="documents-empty")
         yield DataTable(id="documents", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
@@ -183,7 +181,10 @@ class DocumentsScreen(Screen[None]):
         self._show_empty(not rows)
 
     def _show_empty(self, empty: bool) -> None:
-        self.query_one("#documents-empty").display = empty and self.status_filter is None
+        notice = self.query_one("#documents-empty", Static)
+        notice.display = empty
+        if empty:
+            notice.update(Text(EMPTY if self.status_filter is None else f"No {self.status_filter} documents. f: next status, Esc: all."))
 
     def _cells(self, row: DocumentRow, now: float) -> tuple[Text, ...]:
         return (
@@ -311,4 +312,5 @@ class DocumentsScreen(Screen[None]):
         self.show_counts(self.counts)
         self.rows = {}
         self.query_one("#documents", DataTable).clear()
+        self.query_one("#documents-empty").display = False
         self.reload()

@@ -79,7 +79,7 @@ class ImportScreen(Screen[None]):
     ImportScreen #import-heading { height: 1; padding: 0 1; background: $panel; }
     ImportScreen #import-repositories { height: auto; max-height: 8; }
     ImportScreen #import-collection-row { height: auto; padding: 0 1; }
-    ImportScreen #import-collection { width: 40; }
+    ImportScreen #import-collection { width: 40; margin: 0 1; }
     ImportScreen #import-progress { padding: 0 1; height: auto; }
     ImportScreen #import-summary { height: auto; padding: 0 1; }
     ImportScreen #import-report { height: auto; padding: 0 1; }
