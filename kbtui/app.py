@@ -497,6 +497,10 @@ class KbtuiApp(App[int]):
     # ------------------------------------------------------------ failures
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.report_worker_state(event)
+
+    def report_worker_state(self, event: Worker.StateChanged) -> None:
+        """The one error handler: a failed worker (the app's or a screen's) becomes a notification."""
         if event.state != WorkerState.ERROR or event.worker.group in SELF_REPORTING_GROUPS:
             return
         error = event.worker.error

@@ -10,9 +10,9 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
 
+from kbtui.screens.base import KbtuiScreen
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.screens.queries import DocumentDetail, load_document_detail
 from kbtui.tools.reads import thread_connection
@@ -71,7 +71,7 @@ def _leaves_do_not_expand(node) -> None:  # noqa: ANN001 - a TreeNode
         _leaves_do_not_expand(child)
 
 
-class DocumentScreen(Screen[None]):
+class DocumentScreen(KbtuiScreen):
     """Everything about one document."""
 
     app: KbtuiApp

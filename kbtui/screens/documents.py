@@ -16,11 +16,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from actors.events import DocumentStatusChanged
+from kbtui.screens.base import KbtuiScreen
 from kbtui.screens.queries import DocumentRow, load_document_rows
 from kbtui.tools.reads import thread_connection
 from kbtui.widgets.cells import human_size, short_time, status_cell
@@ -43,7 +43,7 @@ def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
 
-class DocumentsScreen(Screen[None]):
+class DocumentsScreen(KbtuiScreen):
     """Documents with status, stage progress, size, chunks, update time and failure reason."""
 
     app: KbtuiApp

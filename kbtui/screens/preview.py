@@ -11,12 +11,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from kbtui.screens.base import KbtuiScreen
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.retrieval.search import Hit
 from kbtui.tools.reads import ChunkRecord, read_neighbours, thread_connection
+from kbtui.widgets.cells import inert
 from kbtui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
 from kbtui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
 
@@ -28,7 +29,7 @@ NEIGHBOUR_WINDOW = 1
 
 def highlighted(text: str, query: str) -> Text:
     """``text`` with every query word highlighted."""
-    rich = Text(text)
+    rich = Text(inert(text))
     terms = query_terms(query)
     if terms:
         rich.highlight_regex(re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE), HIGHLIGHT_STYLE)
@@ -38,14 +39,14 @@ def highlighted(text: str, query: str) -> Text:
 def chunk_caption(record: ChunkRecord, is_hit: bool) -> str:
     parts = [("this hit" if is_hit else "neighbour") + f" · chunk {record.ordinal}"]
     if record.heading_path:
-        parts.append(record.heading_path.replace(HEADING_SEPARATOR, TRAIL_SEPARATOR))
+        parts.append(inert(record.heading_path).replace(HEADING_SEPARATOR, TRAIL_SEPARATOR))
     if record.page is not None:
         parts.append(f"p.{record.page}")
     parts.append(f"{record.kind} · chars {record.start_offset}–{record.end_offset}")
     return " · ".join(parts)
 
 
-class HitPreviewScreen(Screen[None]):
+class HitPreviewScreen(KbtuiScreen):
     """The hit's chunk between its neighbours; ``o`` opens the whole document's detail."""
 
     app: KbtuiApp
@@ -76,7 +77,7 @@ class HitPreviewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         heading = Text(hit_title(self.hit, self.fallback_name), style="bold")
-        where = self.hit.source_path or self.fallback_name or self.hit.document_id[:12]
+        where = inert(self.hit.source_path) or self.fallback_name or self.hit.document_id[:12]
         page = f" · p.{self.hit.page}" if self.hit.page is not None else ""
         heading.append(f"\n{where}{page} · {self.hit.score_kind} {self.hit.score:.4f} · ", style="dim")
         heading.append_text(explain_text(self.hit))
@@ -103,7 +104,7 @@ class HitPreviewScreen(Screen[None]):
         for record in message.records:
             is_hit = record.chunk_id == self.hit.chunk_id
             body = Text(chunk_caption(record, is_hit) + "\n", style="bold" if is_hit else "dim")
-            body.append_text(highlighted(record.text, self.search_query) if is_hit else Text(record.text))
+            body.append_text(highlighted(record.text, self.search_query) if is_hit else Text(inert(record.text)))
             widgets.append(Static(body, classes="chunk -hit" if is_hit else "chunk"))
         await container.mount_all(widgets)
         target = next((w for w in widgets if w.has_class("-hit")), None)

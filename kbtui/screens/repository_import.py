@@ -16,10 +16,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Footer, Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
 
+from kbtui.screens.base import KbtuiScreen
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection, KbtuiError
 from kbtui.messages import ImportFinished, ImportProgressed
@@ -68,7 +69,7 @@ def report_summary(report: ImportReport, mode: str) -> Text:
     return line
 
 
-class ImportScreen(Screen[None]):
+class ImportScreen(KbtuiScreen):
     """Pick a registered repository and a collection; watch the scan."""
 
     app: KbtuiApp
@@ -194,10 +195,11 @@ class ImportScreen(Screen[None]):
         self.app.documents_changed(message.report.collection_id)
         self._load_repositories()
 
-    def on_worker_state_changed(self, event) -> None:  # noqa: ANN001 - Worker.StateChanged
-        if event.worker.group == "import" and event.state.name == "ERROR":
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "import" and event.state == WorkerState.ERROR:
             self.running = False
             self.query_one("#import-progress").display = False
+        super().on_worker_state_changed(event)
 
     def action_back(self) -> None:
         self.app.go_back()

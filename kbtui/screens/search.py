@@ -14,10 +14,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
+from textual.worker import Worker, WorkerState
 
+from kbtui.screens.base import KbtuiScreen
 from kbtui.messages import SearchFinished
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools.reads import thread_connection
@@ -37,7 +38,7 @@ def display_names_for(app: KbtuiApp, hits: list[Hit]) -> dict[str, str]:
     return {doc_id: app.names.name(doc_id, sealed) for doc_id, sealed in rows}
 
 
-class SearchScreen(Screen[None]):
+class SearchScreen(KbtuiScreen):
     """Type-ahead hybrid search over the active collection."""
 
     app: KbtuiApp
@@ -184,6 +185,12 @@ class SearchScreen(Screen[None]):
         self.explain = not self.explain
         self._show_heading()
         self._render_results()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "search" and event.state == WorkerState.ERROR:
+            # The type only: an exception's message may quote the query.
+            self._set_status(f"Search failed ({type(event.worker.error).__name__}).", degraded=True)
+        super().on_worker_state_changed(event)
 
     def action_back(self) -> None:
         self.app.go_back()

@@ -11,6 +11,7 @@ import time
 
 from rich.text import Text
 
+from kbtui.repository.paths import printable_path
 from store.models import Status
 
 STATUS_STYLES = {
@@ -56,3 +57,10 @@ def short_time(at: float, now: float) -> str:
 def full_time(at: float | None) -> str:
     """``2026-03-14 14:02:07`` (local time), or ``-``."""
     return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def inert(text: str) -> str:
+    """Document-supplied text made safe to show: control, BiDi and zero-width
+    characters escaped (so nothing can reorder or hide what is on screen),
+    line breaks kept."""
+    return "\n".join(printable_path(line) for line in text.split("\n"))

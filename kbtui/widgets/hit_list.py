@@ -10,6 +10,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.repository.paths import printable_path
 from kbtui.retrieval.search import Hit
 from kbtui.widgets.snippet import highlighted_snippet
 
@@ -35,8 +36,8 @@ def degradation_text(codes: Sequence[str]) -> str:
 def hit_title(hit: Hit, fallback_name: str | None) -> str:
     """The heading trail, else the source path, else the operator's own file name."""
     if hit.heading_path:
-        return hit.heading_path.replace(HEADING_SEPARATOR, TRAIL_SEPARATOR)
-    return hit.source_path or fallback_name or f"document {hit.document_id[:12]}"
+        return printable_path(hit.heading_path).replace(HEADING_SEPARATOR, TRAIL_SEPARATOR)
+    return printable_path(hit.source_path) or fallback_name or f"document {hit.document_id[:12]}"
 
 
 def explain_text(hit: Hit) -> Text:
@@ -63,7 +64,7 @@ def hit_prompt(rank: int, hit: Hit, query: str, *, width: int, explain: bool, fa
     prompt = Text(no_wrap=True, overflow="ellipsis")
     prompt.append(f"{rank:>2}. ", style="bold")
     prompt.append(hit_title(hit, fallback_name), style="bold")
-    meta = [hit.source_path or fallback_name or hit.document_id[:12]]
+    meta = [printable_path(hit.source_path) or fallback_name or hit.document_id[:12]]
     if hit.page is not None:
         meta.append(f"p.{hit.page}")
     if hit.kind and hit.kind != "prose":
