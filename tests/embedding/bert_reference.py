@@ -54,7 +54,7 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 class NumpyMiniLM:
     def __init__(self, weights_path: Path) -> None:
-        self.w = {k: v.astype(np.float64) for k, v in load_safetensors(weights_path).items()}
+        self.w = load_safetensors(weights_path)  # float32, as the model was trained
 
     def _linear(self, x: np.ndarray, name: str) -> np.ndarray:
         return x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
