@@ -51,6 +51,7 @@ EXACT_SCAN_FRACTION = 0.01
 INLINE_BUILD_MAX_ROWS = 2_000
 # Rebuild (compact) when this share of the graph's elements is marked deleted.
 COMPACT_DELETED_FRACTION = 0.3
+COMPACT_MIN_ELEMENTS = 1_000
 _PAGE_ROWS = 4096
 _SQL_VARIABLES = 500
 _EPOCH_KEY = "vector_index_epoch"
@@ -194,6 +195,15 @@ class IndexConsistency:
     @property
     def consistent(self) -> bool:
         return self.database_ids == self.index_ids
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    ready: bool
+    building: bool  # a background load, build or compaction is running
+    elements: int  # graph elements, including those marked deleted
+    live: int
+    watermark: int  # the highest chunk id the graph has seen
 
 
 class _Labels:
@@ -404,9 +414,16 @@ class IdentityIndex:
             graph = None
         try:
             with self._lock:
-                if graph is not None and not self._closed:
+                installed = graph is not None and not self._closed
+                if installed:
                     self._install_locked(graph)
                 self._building = None
+                if installed:
+                    self._compact_if_sparse_locked()  # deletes may have piled up meanwhile
+            if installed:
+                self.save()  # a long build is worth keeping even if the process dies later
+        except OSError as exc:
+            log.warning("vector index save failed (%s)", type(exc).__name__)
         finally:
             database.close()  # this thread's connection
 
@@ -437,7 +454,7 @@ class IdentityIndex:
         if (
             graph is not None
             and graph.deleted_fraction > COMPACT_DELETED_FRACTION
-            and graph.elements > self.settings.inline_build_max_rows
+            and graph.elements >= COMPACT_MIN_ELEMENTS
         ):
             self._start_background_locked(rebuild=True)
 
@@ -516,6 +533,17 @@ class IdentityIndex:
                 return hits[:limit]
             wanted = min(in_scope, wanted * 4)
 
+    def stats(self) -> IndexStats:
+        with self._lock:
+            graph = self._graph
+            return IndexStats(
+                ready=graph is not None,
+                building=self._building is not None,
+                elements=0 if graph is None else graph.elements,
+                live=0 if graph is None else graph.labels.live,
+                watermark=0 if graph is None else graph.watermark,
+            )
+
     def consistency(self) -> IndexConsistency:
         with self._lock:
             labels = frozenset() if self._graph is None else frozenset(int(x) for x in self._graph.labels.live_labels())
@@ -535,6 +563,7 @@ class IdentityIndex:
                 final = self._directory / f"{self._slug}.{secrets.token_hex(6)}.hnsw"
                 tmp = self._directory / f"{final.name}.tmp"
                 graph.index.save_index(str(tmp))
+                os.chmod(tmp, 0o600)  # vectors say something about the text they came from
                 with open(tmp, "rb+") as handle:
                     os.fsync(handle.fileno())
                     handle.seek(0)
@@ -617,8 +646,8 @@ class IdentityIndex:
                 pass  # already marked deleted when it was saved
         if missing:
             graph.add(_rows_by_id(missing, self.identity, self.dim), self.dim)
-        if graph.deleted_fraction > COMPACT_DELETED_FRACTION and graph.elements > self.settings.inline_build_max_rows:
-            return None
+        if graph.deleted_fraction > COMPACT_DELETED_FRACTION and graph.elements >= COMPACT_MIN_ELEMENTS:
+            return None  # cheaper to rebuild than to carry the dead elements
         return graph
 
     def _build(self) -> _Graph:
@@ -699,7 +728,12 @@ class VectorIndexes:
         return exact_search(query, identity, collection_id, document_id=document_id, limit=limit)
 
     def note_committed(self, chunk_ids: Iterable[int] = ()) -> None:
-        """After ``commit_index``: bring every open index up to the database."""
+        """After ``commit_index``: bring every open index up to the database.
+
+        Chunk ids are assigned in commit order (one writer at a time, never
+        reused), so catching up from each index's watermark adds exactly the
+        new rows, and drops the rows of the same documents that they replaced.
+        """
         for index in self._open_indexes():
             index.catch_up()
 

@@ -344,3 +344,22 @@ def test_a_kill_during_save_leaves_a_loadable_or_rebuildable_index(node, tmp_pat
         assert reopened.search(data[2999], IDENTITY, "DEFAULT", limit=1)[0][0] == ids[2999]
         assert reopened.index_for(IDENTITY, DIM).consistency().consistent
         reopened.close()
+
+
+def test_a_mostly_deleted_graph_is_compacted_in_the_background(node, tmp_path, rng):
+    data = unit_vectors(rng, 1200)
+    documents = [add_document(node, tmp_path, f"d{i}", data[i * 300 : (i + 1) * 300]) for i in range(4)]
+    indexes = VectorIndexes(node.config.home, IndexSettings(exact_scan_min_rows=0, exact_scan_fraction=0.0, inline_build_max_rows=1000))
+    index = indexes.index_for(IDENTITY, DIM)
+    assert indexes.search(data[0], IDENTITY, "DEFAULT", limit=1)
+    for document_id, _ in documents[:3]:
+        indexes.note_removed(catalog.purge_document(node.store, document_id))
+    assert index.wait_ready(30)
+    while index.stats().building:
+        time.sleep(0.01)
+    stats = index.stats()
+    assert stats.elements == stats.live == 300  # rebuilt without the deleted elements
+    kept = documents[3][1]
+    assert indexes.search(data[1050], IDENTITY, "DEFAULT", limit=1)[0][0] == kept[150]
+    assert index.consistency().consistent
+    indexes.close()
