@@ -100,6 +100,10 @@ def make_provider(
     Building never touches the network or loads a model: a provider that
     cannot serve says so when it is first used, so search can degrade.
     """
+    from kbtui.embedding.policy import VECTOR_MODES
+
+    if vector_mode not in VECTOR_MODES:
+        raise KbtuiError(f"unknown embedding vector mode {vector_mode!r} (expected one of: {', '.join(VECTOR_MODES)})")
     if name == "hash":
         from kbtui.embedding.hashing import HashEmbedder
 

@@ -70,6 +70,8 @@ def test_identity_changes_with_digest_transform_and_width():
     assert len(canon) == 5
 
 
-def test_unknown_provider_names_are_refused():
+def test_unknown_provider_names_and_vector_modes_are_refused_at_start():
     with pytest.raises(KbtuiError, match="unknown embedding provider"):
         make_provider("openai")
+    with pytest.raises(KbtuiError, match="vector mode"):
+        make_provider("local", vector_mode="Matryoshka")
