@@ -606,6 +606,8 @@ class IdentityIndex:
                     log.info("vector index sidecar does not match; rebuilding")
                     return None
                 path = self._directory / name
+                # Under the lock no save is in progress: other files are leftovers of a killed one.
+                self._remove_stale_files(keep=name)
                 if path.stat().st_size != int(sidecar["size"]):
                     log.warning("vector index file has the wrong size; rebuilding")
                     return None

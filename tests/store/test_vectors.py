@@ -344,6 +344,8 @@ def test_a_kill_during_save_leaves_a_loadable_or_rebuildable_index(node, tmp_pat
         assert reopened.search(data[2999], IDENTITY, "DEFAULT", limit=1)[0][0] == ids[2999]
         assert reopened.index_for(IDENTITY, DIM).consistency().consistent
         reopened.close()
+        assert len(saved_files(node.config.home)) == 1  # leftovers of the killed save are gone
+        assert not list((node.config.home / INDEX_DIR_NAME).glob("*.tmp"))
 
 
 def test_a_mostly_deleted_graph_is_compacted_in_the_background(node, tmp_path, rng):
