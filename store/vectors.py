@@ -665,10 +665,15 @@ class IdentityIndex:
         return graph
 
     def _remove_stale_files(self, *, keep: str) -> None:
-        for path in self._directory.glob(f"{self._slug}.*.hnsw*"):
+        for path in [*self._directory.glob(f"{self._slug}.*.hnsw*"), *self._directory.glob(f"{self._slug}.json.tmp")]:
             if path.name != keep:
                 path.unlink(missing_ok=True)
         fsync_dir(self._directory)
+
+    def discard(self) -> None:
+        """Forget the in-memory graph; the next query loads or rebuilds it."""
+        with self._lock:
+            self._graph = None
 
     def close(self) -> None:
         """Stop background work (a partial build is discarded, not saved)."""
@@ -724,7 +729,13 @@ class VectorIndexes:
         """
         dim = int(query.shape[0])
         if document_id is None:
-            hits = self.index_for(identity, dim).search(query, collection_id, limit)
+            index = self.index_for(identity, dim)
+            try:
+                hits = index.search(query, collection_id, limit)
+            except Exception as exc:  # noqa: BLE001 - the index is a cache: fall back, never fail
+                log.error("vector index query failed (%s); scanning exactly", type(exc).__name__)
+                index.discard()
+                hits = None
             if hits is not None:
                 return hits
         return exact_search(query, identity, collection_id, document_id=document_id, limit=limit)
@@ -737,14 +748,22 @@ class VectorIndexes:
         new rows, and drops the rows of the same documents that they replaced.
         """
         for index in self._open_indexes():
-            index.catch_up()
+            try:
+                index.catch_up()
+            except Exception as exc:  # noqa: BLE001 - the commit stands; the index is rebuilt
+                log.error("vector index catch-up failed (%s)", type(exc).__name__)
+                index.discard()
 
     def note_removed(self, chunk_ids: Iterable[int]) -> None:
         """After ``purge_document``: mark its chunk ids deleted in every open index."""
         ids = list(chunk_ids)
         if ids:
             for index in self._open_indexes():
-                index.remove(ids)
+                try:
+                    index.remove(ids)
+                except Exception as exc:  # noqa: BLE001 - the purge stands; the index is rebuilt
+                    log.error("vector index delete failed (%s)", type(exc).__name__)
+                    index.discard()
 
     def save(self) -> None:
         for index in self._open_indexes():
