@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import resource
+import sqlite3
 import sys
 import tempfile
 import time
@@ -154,6 +155,40 @@ def run(size: int, queries: int, seed: int) -> list[dict[str, object]]:
     return rows
 
 
+def sqlite_scan(data: np.ndarray, probe: np.ndarray, rows: int) -> dict[str, object]:
+    """The exact path for a small scope: read its rows by id from SQLite, then score.
+
+    (What ``store.vectors`` does below the exact-scan threshold.)
+    """
+    rows = min(rows, data.shape[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite3.connect(Path(tmp) / "vectors.sqlite3")
+        db.execute("CREATE TABLE vector (chunk_id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
+        db.executemany("INSERT INTO vector VALUES (?, ?)", ((i, data[i].tobytes()) for i in range(rows)))
+        db.commit()
+        ids = list(range(rows))
+        times = []
+        for query in probe[:20]:
+            started = time.perf_counter()
+            blobs = []
+            for start in range(0, rows, 500):
+                batch = ids[start : start + 500]
+                marks = ", ".join("?" for _ in batch)
+                blobs.extend(b for (b,) in db.execute(f"SELECT embedding FROM vector WHERE chunk_id IN ({marks})", batch))
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(rows, DIM)
+            top_k(matrix @ query, 10)
+            times.append(time.perf_counter() - started)
+        db.close()
+    return {
+        "size": rows,
+        "method": "exact from SQLite (by id)",
+        "scope": f"{rows} rows",
+        "p50_ms": round(percentile_ms(times, 50), 2),
+        "p95_ms": round(percentile_ms(times, 95), 2),
+        "recall_at_10": 1.0,
+    }
+
+
 def print_table(rows: list[dict[str, object]]) -> None:
     columns = ["size", "method", "scope", "build_s", "memory_mib", "file_mib", "p50_ms", "p95_ms", "recall_at_10"]
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns}
@@ -167,11 +202,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="100000", help="comma-separated vector counts (e.g. 100000,1000000)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sqlite-rows", type=int, default=10_000, help="scope size for the SQLite exact scan")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args()
     rows: list[dict[str, object]] = []
     for size in (int(s) for s in args.sizes.split(",")):
         rows.extend(run(size, args.queries, args.seed))
+    if args.sqlite_rows > 0:
+        rng = np.random.default_rng(args.seed)
+        centres = rng.standard_normal((64, DIM)).astype(np.float32)
+        rows.append(sqlite_scan(clustered(rng, args.sqlite_rows, centres), clustered(rng, 20, centres), args.sqlite_rows))
     print_table(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2), encoding="utf-8")
