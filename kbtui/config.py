@@ -28,10 +28,19 @@ def kbtui_home() -> Path:
 @dataclass(frozen=True)
 class Config:
     home: Path
-    embedding_provider: str = "hash"
-    embedding_model: str = ""
+    embedding_provider: str = "local"  # local | ollama | hash
+    embedding_model: str = ""  # ollama: the model tag (default nomic-embed-text:v1.5)
+    embedding_vector_mode: str = "matryoshka512"  # matryoshka512 | native (rollback)
     ollama_host: str = "http://127.0.0.1:11434"
     max_embedding_batch_size: int = 32
+    embedding_threads: int = 0  # local: onnxruntime threads (0: one per core, at most 4)
+    embedding_timeout_s: float = 60.0  # one batch of document chunks
+    embedding_query_timeout_s: float = 5.0  # one query, so search degrades quickly
+    embedding_connect_timeout_s: float = 2.0
+    embedding_identity_ttl_s: float = 60.0  # re-read the server's model digest this often
+    embedding_cache_ttl_s: float = 900.0
+    embedding_cache_max_entries: int = 20_000
+    embedding_cache_max_bytes: int = 64 * 1024 * 1024
     max_document_bytes: int = 256 * 1024 * 1024
     # Repository imports: a larger file is skipped; a scan stops once its files total more.
     repository_max_file_bytes: int = 16 * 1024 * 1024

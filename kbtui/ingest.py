@@ -1,27 +1,19 @@
-"""One document through the pipeline stages: extract, chunk, embed, index.
+"""The domain work of the extraction and chunking stages, for the pipeline's actors.
 
-The stage functions are plain code with fixed, content-free failure reasons;
-the synchronous :func:`ingest_document` runs them in order (the actor pipeline
-calls the same stages).
+Plain functions with fixed, content-free failure reasons; embedding and the
+atomic index commit live in ``actors/embedder.py`` and ``actors/indexer.py``.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
-import numpy as np
-
-from kbtui.chunking import CHUNKER_VERSION, ChunkSpec, SectionSpec, chunk_document
+from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document
 from kbtui.config import Config
-from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
 from kbtui.errors import BlobCorrupt, KbtuiError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
-from store.catalog import commit_index, set_status
-from store.models import Document, Status
-
-log = logging.getLogger(__name__)
+from store.models import Document
 
 
 class StageFailed(Exception):
@@ -65,56 +57,3 @@ def chunk_stage(config: Config, document: Document, elements: list[Element], con
     if not chunks:
         raise StageFailed("no_text")
     return Chunked(sections, chunks)
-
-
-def embed_stage(config: Config, embedder: EmbeddingProvider, chunks: list[ChunkSpec]) -> np.ndarray:
-    texts = [c.contextual_content for c in chunks]
-    batch = max(1, config.max_embedding_batch_size)
-    try:
-        parts = [embedder.embed_documents(texts[i : i + batch]) for i in range(0, len(texts), batch)]
-    except EmbeddingUnavailable as exc:
-        raise StageFailed(exc.code) from None
-    vectors = np.concatenate(parts) if parts else np.zeros((0, embedder.identity.dim), np.float32)
-    check_vectors(vectors, len(chunks), embedder.identity.dim)
-    return vectors
-
-
-def check_vectors(vectors: np.ndarray, count: int, dim: int) -> None:
-    """A provider answer of the wrong shape or with NaNs fails the document:
-    vectors of another width must never be stored or compared."""
-    if vectors.ndim != 2 or vectors.shape[0] != count or vectors.shape[1] != dim:
-        raise StageFailed("vector_dim_mismatch")
-    if not np.all(np.isfinite(vectors)):
-        raise StageFailed("vector_not_finite")
-
-
-def ingest_document(store: Store, config: Config, embedder: EmbeddingProvider, document_id: str) -> str | None:
-    """Run every stage for one document; return its final status (None if deleted)."""
-    document = Document.get_or_none(Document.id == document_id)
-    if document is None:
-        return None
-    try:
-        set_status(document_id, Status.EXTRACTING, progress=0.1)
-        elements = extract_stage(store, config, document)
-        set_status(document_id, Status.CHUNKING, progress=0.4)
-        chunked = chunk_stage(config, document, elements, embedder.context_window)
-        set_status(document_id, Status.EMBEDDING, progress=0.6)
-        vectors = embed_stage(config, embedder, chunked.chunks)
-        committed = commit_index(
-            document_id,
-            sections=chunked.sections,
-            chunks=chunked.chunks,
-            vectors=vectors,
-            identity=embedder.identity.canonical(),
-            parser_version=PARSER_VERSION,
-            chunker_version=CHUNKER_VERSION,
-        )
-        return Status.INDEXED.value if committed is not None else None
-    except StageFailed as exc:
-        set_status(document_id, Status.FAILED, reason=exc.reason)
-        log.info("document %s failed: %s", document_id, exc.reason)
-        return Status.FAILED.value
-    except Exception as exc:  # noqa: BLE001 - one document must never stop the rest
-        set_status(document_id, Status.FAILED, reason="internal_error")
-        log.error("document %s failed with %s", document_id, type(exc).__name__)
-        return Status.FAILED.value

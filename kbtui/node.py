@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pykka import ActorRef
 
@@ -13,9 +12,12 @@ from actors.runtime import Runtime
 from actors.stage import PipelineContext
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
-from kbtui.ingest import ingest_document
+from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
+from kbtui.follow import follow_documents
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
 from store import Store, catalog, open_store
+from store.models import Document
+from store.vectors import VectorIndexes, committed_vectors
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,8 @@ class Node:
     store: Store
     embedder: EmbeddingProvider
     searcher: SearchService
+    reuse: ChunkEmbeddingReuse
+    vectors: VectorIndexes
 
     @classmethod
     def open(cls, config: Config) -> Node:
@@ -33,22 +37,68 @@ class Node:
         swept = catalog.sweep_orphan_blobs(store)
         if swept:
             log.info("removed %d orphan blob(s)", swept)
-        embedder = make_provider(config.embedding_provider)
-        return cls(config, store, embedder, SearchService(config, embedder))
+        embedder = build_embedder(config)
+        vectors = VectorIndexes(config.home)
+        reuse = ChunkEmbeddingReuse(
+            VectorCache(
+                CacheBounds(
+                    ttl_s=config.embedding_cache_ttl_s,
+                    max_entries=config.embedding_cache_max_entries,
+                    max_bytes=config.embedding_cache_max_bytes,
+                )
+            ),
+            committed_vectors,
+        )
+        return cls(config, store, embedder, SearchService(config, embedder, vectors), reuse, vectors)
+
+    def index(self, document_ids: Sequence[str], *, stall_timeout_s: float = 120.0) -> dict[str, str]:
+        """Run the pipeline in this process until the documents are Indexed or
+        Failed; return their statuses (a deleted document is absent)."""
+        with self.pipeline() as runtime:
+            for document_id in document_ids:
+                runtime.admit(document_id)
+            follow_documents(list(document_ids), show_progress=False, stall_timeout_s=stall_timeout_s)
+        rows = Document.select(Document.id, Document.status).where(Document.id.in_(list(document_ids)))
+        return {row.id: row.status for row in rows}
 
     def ingest(self, document_id: str) -> str | None:
-        return ingest_document(self.store, self.config, self.embedder, document_id)
+        """Index one document now; its final status, or None if it was deleted."""
+        return self.index([document_id]).get(document_id)
 
     def search(self, query: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
         return self.searcher.search(SearchRequest(query=query, collection_id=collection_id, limit=limit))
 
     def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
         """A (not yet started) actor pipeline for this node."""
-        context = PipelineContext(store=self.store, config=self.config, embedder=self.embedder)
+        context = PipelineContext(
+            store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse, vector_index=self.vectors
+        )
         return Runtime(context, listeners=listeners)
 
     def purge(self, document_id: str) -> bool:
-        return catalog.purge_document(self.store, document_id) is not None
+        removed = catalog.purge_document(self.store, document_id)
+        if removed:
+            self.vectors.note_removed(removed)
+        return removed is not None
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            self.vectors.close()
+        finally:
+            self.store.close()
+
+
+def build_embedder(config: Config) -> EmbeddingProvider:
+    """The configured embedding provider (built lazily: nothing loads or connects yet)."""
+    return make_provider(
+        config.embedding_provider,
+        model=config.embedding_model,
+        ollama_host=config.ollama_host,
+        vector_mode=config.embedding_vector_mode,
+        batch_size=config.max_embedding_batch_size,
+        threads=config.embedding_threads,
+        timeout_s=config.embedding_timeout_s,
+        query_timeout_s=config.embedding_query_timeout_s,
+        connect_timeout_s=config.embedding_connect_timeout_s,
+        identity_ttl_s=config.embedding_identity_ttl_s,
+    )

@@ -27,8 +27,15 @@ class HashEmbedder:
         return self._identity
 
     @property
+    def identity_confident(self) -> bool:
+        return True
+
+    @property
     def context_window(self) -> int | None:
         return None
+
+    def refresh_identity(self) -> VectorIdentity:
+        return self._identity
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return l2_normalise(np.stack([self._features(t) for t in texts])) if texts else np.zeros((0, self.dim), np.float32)

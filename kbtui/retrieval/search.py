@@ -12,7 +12,7 @@ from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
 from store.fts import lexical_search
-from store.vectors import exact_search
+from store.vectors import VectorIndexes, exact_search
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,10 @@ class SearchResponse:
 
 
 class SearchService:
-    def __init__(self, config: Config, embedder: EmbeddingProvider | None) -> None:
+    def __init__(self, config: Config, embedder: EmbeddingProvider | None, vectors: VectorIndexes | None = None) -> None:
         self.config = config
         self.embedder = embedder
+        self.vectors = vectors
 
     def search(self, request: SearchRequest) -> SearchResponse:
         started = time.perf_counter()
@@ -73,8 +74,9 @@ class SearchService:
             degraded.append("embedder_unavailable")
         elif request.query.strip():
             try:
+                # embed_query applies the model's query-intent prefix itself.
                 query_vector = self.embedder.embed_query(request.query)
-                semantic = exact_search(
+                semantic = (self.vectors.search if self.vectors is not None else exact_search)(
                     query_vector,
                     self.embedder.identity.canonical(),
                     request.collection_id,

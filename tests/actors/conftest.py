@@ -50,9 +50,17 @@ class ControlledEmbedder:
         self.gate.set()
         self.entered = threading.Event()
         self.down = False
+        self.confident = True
 
     @property
     def identity(self):
+        return self.inner.identity
+
+    @property
+    def identity_confident(self) -> bool:
+        return self.confident
+
+    def refresh_identity(self):
         return self.inner.identity
 
     @property
@@ -63,7 +71,7 @@ class ControlledEmbedder:
         self.entered.set()
         self.gate.wait(timeout=30)
         if self.down:
-            raise EmbeddingUnavailable("embedder_unavailable", "provider down")
+            raise EmbeddingUnavailable("embedder_unavailable", "provider down", retryable=True)
         self.calls.append(len(texts))
         return self.inner.embed_documents(texts)
 

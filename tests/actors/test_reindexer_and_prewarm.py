@@ -5,6 +5,7 @@ from __future__ import annotations
 from actors.events import ScanForStale
 from actors.prewarm_manager import FAILED_WARM_COOLDOWN_S, PrewarmManager, request_warm
 from kbtui.chunking import CHUNKER_VERSION
+from kbtui.embedding.reuse import VectorCache
 from store.models import Document, StatusHistory
 from tests.actors.conftest import ControlledEmbedder, add_documents, all_indexed, wait_until
 
@@ -30,15 +31,17 @@ def test_documents_built_by_an_older_chunker_are_reindexed(make_node, tmp_path):
 
 def test_an_identity_change_counts_only_when_the_provider_resolved_confidently(make_node, tmp_path):
     node = make_node()
+    embedder = ControlledEmbedder()
+    node.embedder = embedder
     ids = add_documents(node, tmp_path, 2)
     with node.pipeline() as runtime:
         wait_until(all_indexed(ids))
         Document.update(vector_identity="ollama:other-model@abc:native:768").execute()
 
-        node.embedder.identity_confident = False  # e.g. the server is down: name fallback only
+        embedder.confident = False  # e.g. the server is down: name fallback only
         assert runtime.reindexer.ask(ScanForStale()) == 0
 
-        node.embedder.identity_confident = True
+        embedder.confident = True
         assert runtime.reindexer.ask(ScanForStale()) == 2
         wait_until(lambda: all(indexed_count(i) == 2 for i in ids))
     assert {d.vector_identity for d in Document.select()} == {node.embedder.identity.canonical()}
@@ -52,6 +55,7 @@ def test_a_stale_document_keeps_serving_while_it_is_rebuilt(make_node, tmp_path)
     with node.pipeline() as runtime:
         wait_until(all_indexed(ids))
         embedder.gate.clear()
+        node.reuse.cache = VectorCache()  # nothing to reuse: the rebuild must embed (and wait)
         Document.update(parser_version=0).execute()
         runtime.request_stale_scan()
         wait_until(lambda: Document.get_by_id(ids[0]).status == "Embedding")

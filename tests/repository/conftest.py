@@ -60,6 +60,13 @@ class CountingEmbedder:
         return self.inner.identity
 
     @property
+    def identity_confident(self) -> bool:
+        return self.inner.identity_confident
+
+    def refresh_identity(self):
+        return self.inner.refresh_identity()
+
+    @property
     def context_window(self):
         return self.inner.context_window
 
