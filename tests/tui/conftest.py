@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import dataclasses
 import shutil
 import time
 import uuid
@@ -54,6 +55,29 @@ def tui_node(home: Path) -> Iterator[Node]:
     node.close()
 
 
+@pytest.fixture(scope="session")
+def indexed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir holding the indexed sample corpus, built once; tests copy it."""
+    home = tmp_path_factory.mktemp("indexed") / "kbhome"
+    node = Node.open(dataclasses.replace(Config.load(home), embedding_provider="hash"))
+    try:
+        indexed_examples(node)
+    finally:
+        pykka.ActorRegistry.stop_all()
+        node.close()
+    return home
+
+
+@pytest.fixture
+def indexed_node(home: Path, indexed_template: Path) -> Iterator[Node]:
+    """A node on a copy of the indexed sample corpus (fixed ids and times)."""
+    shutil.copytree(indexed_template, home)
+    node = Node.open(Config.load(home))
+    yield node
+    pykka.ActorRegistry.stop_all()
+    node.close()
+
+
 @pytest.fixture
 def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Local time is UTC for the test (snapshots show times)."""
@@ -88,11 +112,11 @@ def add_examples(node: Node, collection_id: str = "DEFAULT", *, names: list[str]
 
 
 def indexed_examples(node: Node) -> list[str]:
-    """The sample corpus added with fixed ids and indexed in this thread, at fixed times."""
+    """The sample corpus added with fixed ids and indexed (by a pipeline run now), at fixed times."""
     with sequential_ids():
         ids = add_examples(node)
-    for document_id in ids:
-        node.ingest(document_id)
+    statuses = node.index(ids)
+    assert set(statuses.values()) == {"Indexed"}
     with database.atomic():
         database.execute_sql("UPDATE document SET created_at = ?, updated_at = ?, indexed_at = ?",
                              [FIXED_NOW - 600, FIXED_NOW - 300, FIXED_NOW - 300])

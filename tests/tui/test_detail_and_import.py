@@ -11,13 +11,12 @@ from kbtui.repository.importer import register_repository
 from kbtui.screens.document import DocumentScreen
 from kbtui.screens.repository_import import ImportScreen
 from store.models import Document
-from tests.tui.conftest import fast_options, indexed_examples, make_app, wait_until
+from tests.tui.conftest import fast_options, make_app, wait_until
 
 
-def test_detail_shows_the_decrypted_name_history_sections_and_chunks(tui_node, utc):
-    ids = indexed_examples(tui_node)
-    tls = next(i for i in ids if Document.get_by_id(i).size_bytes > 1100)
-    app = make_app(tui_node, fast_options(run_node=False))
+def test_detail_shows_the_decrypted_name_history_sections_and_chunks(indexed_node, utc):
+    tls = next(d.id for d in Document.select() if d.size_bytes > 1100)
+    app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:
         async with app.run_test(size=(100, 30)) as pilot:

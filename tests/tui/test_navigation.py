@@ -13,19 +13,19 @@ from kbtui.screens.documents import DocumentsScreen
 from kbtui.screens.help import HelpScreen
 from kbtui.screens.search import SearchScreen
 from store.models import Document
-from tests.tui.conftest import add_examples, fast_options, indexed_examples, make_app, type_text, wait_until
+from tests.tui.conftest import add_examples, fast_options, make_app, type_text, wait_until
 
 
-def test_slash_reaches_search_from_a_deeper_screen_and_esc_walks_back(tui_node, utc):
-    ids = indexed_examples(tui_node)
-    app = make_app(tui_node, fast_options(run_node=False))
+def test_slash_reaches_search_from_a_deeper_screen_and_esc_walks_back(indexed_node, utc):
+    first = Document.select().order_by(Document.created_at, Document.id).first().id
+    app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_until(lambda: len(app.documents_screen.rows) == 6)
             await pilot.press("enter")  # the first document
             await wait_until(lambda: isinstance(app.screen, DocumentScreen))
-            assert app.screen.document_id == ids[0]
+            assert app.screen.document_id == first
             await pilot.press("slash")
             await wait_until(lambda: isinstance(app.screen, SearchScreen))
             await pilot.pause()

@@ -9,7 +9,7 @@ from textual.widgets import Static
 from kbtui.embedding import EmbeddingUnavailable
 from kbtui.retrieval.search import SearchService
 from kbtui.screens.search import SearchScreen
-from tests.tui.conftest import fast_options, indexed_examples, make_app, type_text, wait_until
+from tests.tui.conftest import fast_options, make_app, type_text, wait_until
 
 
 def status_of(screen: SearchScreen) -> str:
@@ -28,17 +28,16 @@ async def open_search(app, pilot) -> SearchScreen:
     return app.screen
 
 
-def test_results_follow_the_typing_and_only_the_latest_answer_shows(tui_node, utc):
-    indexed_examples(tui_node)
+def test_results_follow_the_typing_and_only_the_latest_answer_shows(indexed_node, utc):
     searched: list[str] = []
-    original = tui_node.search
+    original = indexed_node.search
 
     def counting_search(query, collection_id, *, limit=10):
         searched.append(query)
         return original(query, collection_id, limit=limit)
 
-    tui_node.search = counting_search
-    app = make_app(tui_node, fast_options(run_node=False, search_debounce_s=0.3))
+    indexed_node.search = counting_search
+    app = make_app(indexed_node, fast_options(run_node=False, search_debounce_s=0.3))
 
     async def run() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -61,9 +60,8 @@ def test_results_follow_the_typing_and_only_the_latest_answer_shows(tui_node, ut
     asyncio.run(run())
 
 
-def test_explain_shows_each_arms_rank(tui_node, utc):
-    indexed_examples(tui_node)
-    app = make_app(tui_node, fast_options(run_node=False))
+def test_explain_shows_each_arms_rank(indexed_node, utc):
+    app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -96,10 +94,9 @@ class DownEmbedder:
         raise EmbeddingUnavailable("embedder_unavailable", "connection refused")
 
 
-def test_a_down_embedder_is_said_plainly_and_words_still_match(tui_node, utc):
-    indexed_examples(tui_node)
-    tui_node.searcher = SearchService(tui_node.config, DownEmbedder(tui_node.embedder))
-    app = make_app(tui_node, fast_options(run_node=False))
+def test_a_down_embedder_is_said_plainly_and_words_still_match(indexed_node, utc):
+    indexed_node.searcher = SearchService(indexed_node.config, DownEmbedder(indexed_node.embedder), indexed_node.vectors)
+    app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:
         async with app.run_test(size=(100, 30)) as pilot:
@@ -113,9 +110,8 @@ def test_a_down_embedder_is_said_plainly_and_words_still_match(tui_node, utc):
     asyncio.run(run())
 
 
-def test_query_syntax_is_searched_as_text_not_an_error(tui_node, utc):
-    indexed_examples(tui_node)
-    app = make_app(tui_node, fast_options(run_node=False))
+def test_query_syntax_is_searched_as_text_not_an_error(indexed_node, utc):
+    app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:
         async with app.run_test(size=(100, 30)) as pilot:

@@ -13,15 +13,14 @@ import pytest
 from kbtui.screens.document import DocumentScreen
 from kbtui.screens.preview import HitPreviewScreen
 from kbtui.screens.search import SearchScreen
-from tests.tui.conftest import deterministic_options, indexed_examples, make_app, wait_until
+from tests.tui.conftest import deterministic_options, make_app, wait_until
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
 @pytest.fixture
-def snapshot_app(tui_node, utc):
-    indexed_examples(tui_node)
-    return make_app(tui_node, deterministic_options())
+def snapshot_app(indexed_node, utc):
+    return make_app(indexed_node, deterministic_options())
 
 
 async def documents_loaded(pilot) -> None:
