@@ -81,7 +81,7 @@ class TuiOptions:
 
     run_node: bool = True  # run the pipeline here when no node runs for the data dir
     poll_interval_s: float = 1.0
-    flush_interval_s: float = 0.25
+    flush_interval_s: float = 0.5  # live status is applied to the table at most this often
     search_debounce_s: float = 0.15
     cursor_blink: bool = True
     show_timings: bool = True
@@ -124,6 +124,7 @@ class KbtuiApp(App[int]):
         self.last_stamp: tuple[int, float] | None = None
         self._live: dict[str, DocumentStatusChanged] = {}
         self._stopping = False
+        self._header_stale = False
         self.documents_screen = DocumentsScreen()
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
         for theme in themes:
@@ -223,10 +224,14 @@ class KbtuiApp(App[int]):
         self.queue = NodeQueue(
             event.queue_depth, event.queue_capacity, event.in_flight, event.accepted, event.rejected, event.paused_for_s
         )
-        self._show_header()
+        self._header_stale = True  # shown at the next flush: admission changes come in bursts
 
     def _flush_live(self) -> None:
-        if not self._live or not self.documents_screen.ready:
+        if not self.documents_screen.ready:
+            return
+        if self._header_stale:
+            self._show_header()
+        if not self._live:
             return
         events = list(self._live.values())
         self._live.clear()
@@ -271,6 +276,7 @@ class KbtuiApp(App[int]):
             self._show_header()
 
     def _show_header(self) -> None:
+        self._header_stale = False
         if self.documents_screen.ready:
             self.documents_screen.query_one(IngestHeader).show(self.mode, self.collection_id, self.queue, self.rate)
 

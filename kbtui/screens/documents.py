@@ -79,6 +79,7 @@ class DocumentsScreen(KbtuiScreen):
         self.counts: dict[str, int] = {}
         self.name_width = 0
         self._reload_wanted = False
+        self._ready = False
 
     def compose(self) -> ComposeResult:
         yield IngestHeader(id="ingest-header")
@@ -88,6 +89,7 @@ class DocumentsScreen(KbtuiScreen):
         yield Footer()
 
     def on_mount(self) -> None:
+        self._ready = True
         self._build_columns()
         self.show_counts(self.counts)
         self.reload()
@@ -100,7 +102,10 @@ class DocumentsScreen(KbtuiScreen):
     @property
     def ready(self) -> bool:
         """Mounted with its widgets (messages can arrive before mount or during teardown)."""
-        return self.is_mounted and bool(self.query("#documents"))
+        return self._ready
+
+    def on_unmount(self) -> None:
+        self._ready = False
 
     # ------------------------------------------------------------ loading
 
