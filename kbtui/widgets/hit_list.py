@@ -53,9 +53,9 @@ def explain_text(hit: Hit) -> Text:
         missing = "no meaning match" if hit.vector_rank is None else "no word match"
         why = f"{arms[0]} only ({missing})"
     else:
-        why = " + ".join(arms) + ", found by both arms"
-    how = "cross-encoder rerank" if hit.score_kind == "Rerank" else "rank fusion (RRF)"
-    return Text(f"why: {why}; scored by {how}", style="italic")
+        why = ", ".join(arms) + " (both arms)"
+    how = "reranked by the cross-encoder" if hit.score_kind == "Rerank" else "fused by RRF"
+    return Text(f"why: {why} · {how}", style="italic")
 
 
 def hit_prompt(rank: int, hit: Hit, query: str, *, width: int, explain: bool, fallback_name: str | None) -> Text:

@@ -73,7 +73,7 @@ def test_explain_shows_each_arms_rank(indexed_node, utc):
             await wait_until(lambda: all("why:" in p for p in prompts(screen)))
             top = screen.response.hits[0]
             assert f"words #{top.lexical_rank}" in prompts(screen)[0]
-            assert "rank fusion (RRF)" in prompts(screen)[0]
+            assert "fused by RRF" in prompts(screen)[0]
             assert "explain on" in str(screen.query_one("#search-heading", Static).content)
 
     asyncio.run(run())
