@@ -80,9 +80,9 @@ class DocumentScreen(KbtuiScreen):
         Binding("escape", "back", "Back", id="document.back"),
         Binding("r", "reindex", "Reindex", id="document.reindex"),
         Binding("d", "delete", "Delete", id="document.delete"),
-        Binding("1", "show_tab('history')", "History", id="document.history"),
-        Binding("2", "show_tab('sections')", "Sections", id="document.sections"),
-        Binding("3", "show_tab('chunks')", "Chunks", id="document.chunks"),
+        Binding("1", "show_tab('history')", "History", id="document.history", show=False),
+        Binding("2", "show_tab('sections')", "Sections", id="document.sections", show=False),
+        Binding("3", "show_tab('chunks')", "Chunks", id="document.chunks", show=False),
     ]
 
     DEFAULT_CSS = """
@@ -106,11 +106,11 @@ class DocumentScreen(KbtuiScreen):
     def compose(self) -> ComposeResult:
         yield Static(Text("Loading…"), id="document-meta")
         with TabbedContent(initial="history"):
-            with TabPane("History", id="history"):
+            with TabPane("1 History", id="history"):
                 yield DataTable(id="document-history", cursor_type="row", zebra_stripes=True)
-            with TabPane("Sections", id="sections"):
+            with TabPane("2 Sections", id="sections"):
                 yield Tree("sections", id="document-sections")
-            with TabPane("Chunks", id="chunks"):
+            with TabPane("3 Chunks", id="chunks"):
                 yield DataTable(id="document-chunks", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
