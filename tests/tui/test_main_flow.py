@@ -128,3 +128,23 @@ def test_reindex_one_and_the_filter(tui_node, tmp_path):
             assert all(r.status == "Indexed" for r in documents.rows.values())
 
     asyncio.run(run())
+
+
+def test_quitting_while_ingesting_drains_and_releases_the_node(tui_node, tmp_path):
+    corpus = copy_examples(tmp_path / "corpus")
+    app = make_app(tui_node, fast_options())
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(lambda: app.mode == "node")
+            app.add_path(str(corpus), "DEFAULT")
+            await wait_until(lambda: Document.select().count() == 6)
+            await pilot.press("q")
+            await wait_until(lambda: not app.is_running)
+
+    asyncio.run(run())
+    assert app.return_code == 0
+    assert not node_running(tui_node.config.home)
+    # Drained: what was in flight finished; nothing is stuck half-way.
+    statuses = {d.status for d in Document.select()}
+    assert statuses <= {"Indexed", "Pending"}
