@@ -14,6 +14,7 @@ from actors.stage import PipelineContext
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.ingest import ingest_document
+from kbtui.retrieval.rerank import build_reranker
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
 from store import Store, catalog, open_store
 
@@ -34,13 +35,21 @@ class Node:
         if swept:
             log.info("removed %d orphan blob(s)", swept)
         embedder = make_provider(config.embedding_provider)
-        return cls(config, store, embedder, SearchService(config, embedder))
+        return cls(config, store, embedder, SearchService(config, embedder, reranker=build_reranker(config)))
 
     def ingest(self, document_id: str) -> str | None:
         return ingest_document(self.store, self.config, self.embedder, document_id)
 
-    def search(self, query: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
-        return self.searcher.search(SearchRequest(query=query, collection_id=collection_id, limit=limit))
+    def search(
+        self, query: str, collection_id: str, *, limit: int = 10, document_id: str | None = None,
+        expand_neighbors: bool = False,
+    ) -> SearchResponse:
+        return self.searcher.search(
+            SearchRequest(
+                query=query, collection_id=collection_id, limit=limit,
+                document_id=document_id, expand_neighbors=expand_neighbors,
+            )
+        )
 
     def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
         """A (not yet started) actor pipeline for this node."""
@@ -51,4 +60,5 @@ class Node:
         return catalog.purge_document(self.store, document_id) is not None
 
     def close(self) -> None:
+        self.searcher.close()
         self.store.close()
