@@ -26,6 +26,7 @@ from kbtui.extract import format_for
 from kbtui.follow import follow_documents
 from kbtui.logs import configure_logging
 from kbtui.node import Node
+from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.search import Hit
 from kbtui.tools.knowledge import Source
 from kbtui.repository.importer import ImportFailed, ImportReport, import_repository, register_repository
@@ -387,6 +388,60 @@ def search(ctx: click.Context, query: str, collection: str | None, limit: int | 
         stdout.print(f"    {escape(snippet)}", no_wrap=True, overflow="ellipsis")
     stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
     return 0
+
+
+# ---------------------------------------------------------------- eval
+
+
+@cli.command("eval")
+@click.option("--beir", "beir_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="A BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/test.tsv.")
+@click.option("--provider", type=click.Choice(["local", "ollama", "hash"]), default=None,
+              help="Embedding provider (default: the configured one).")
+@click.option("--fusion", "fusions", multiple=True, type=click.Choice([*FUSION_STRATEGIES, "all"]),
+              help="Fusion for the hybrid rows; repeat or say 'all' (default: the configured one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record per mode.")
+@click.pass_context
+def eval_command(ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool) -> int:
+    """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
+
+    Ingests the collection through the real pipeline into a temporary
+    knowledge base (your own is not touched), ranks documents by their best
+    chunk, and reports lexical-only, vector-only and hybrid search.
+    """
+    import dataclasses
+    import tempfile
+
+    from kbtui.retrieval.eval import load_beir, run_beir
+
+    collection = load_beir(Path(beir_dir))
+    chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
+    with tempfile.TemporaryDirectory(prefix="kbtui-eval-home-") as scratch:
+        config = dataclasses.replace(
+            ctx.obj, home=Path(scratch), embedding_provider=provider or ctx.obj.embedding_provider,
+        )
+        node = Node.open(config)
+        try:
+            run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
+        finally:
+            node.close()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in run.reports], indent=2))
+        return 0 if not run.failed else 1
+    stdout.print(
+        f"[bold]{escape(collection.name)}[/]: {len(collection.documents)} documents "
+        f"({run.indexed} indexed, {run.failed} failed in {run.ingest_s:.0f} s), "
+        f"{len(collection.queries)} queries, provider {config.embedding_provider}"
+    )
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "P50 MS", "P95 MS"):
+        table.add_column(column, justify="left" if column == "MODE" else "right")
+    for r in run.reports:
+        label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
+        table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
+                      f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+    stdout.print(table)
+    return 0 if not run.failed else 1
 
 
 # ---------------------------------------------------------------- node
