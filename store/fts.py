@@ -34,6 +34,7 @@ _WEIGHTS_SQL = ", ".join(str(w) for w in COLUMN_WEIGHTS)
 # with how often the same words are searched.
 ROW_COUNT_TTL_S = 300.0
 _ROW_COUNT_CACHE_MAX = 20_000
+_SCAN_BATCH = 256
 
 _SCOPE_SQL = (
     "JOIN chunk AS c ON c.id = f.rowid JOIN document AS d ON d.id = c.document_id "
@@ -141,13 +142,51 @@ def newest_matches(
     expression = all_of(list(words))
     if expression is None:
         return []
-    scope_sql, scope_params = _scope(collection_id, document_id)
-    sql = (
-        "SELECT f.rowid FROM (SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? "
-        f"ORDER BY rowid DESC LIMIT ?) AS f {scope_sql} ORDER BY f.rowid DESC LIMIT ?"
+    return _newest_in_scope(
+        "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+        [expression], collection_id, document_id, limit=limit, window=window,
     )
-    rows = database.execute_sql(sql, [expression, window, *scope_params, limit]).fetchall()
-    return [row[0] for row in rows]
+
+
+def _newest_in_scope(
+    newest_sql: str,
+    params: list[object],
+    collection_id: str,
+    document_id: str | None,
+    *,
+    limit: int,
+    window: int,
+    content_holds: str | None = None,
+) -> list[int]:
+    """Walk candidate rowids newest first in small batches, keeping those in
+    scope (and whose text holds ``content_holds``), until ``limit`` are found
+    or ``window`` candidates were looked at."""
+    found: list[int] = []
+    below = 1 << 62
+    examined = 0
+    while examined < window and len(found) < limit:
+        batch = min(_SCAN_BATCH, window - examined)
+        ids = [row[0] for row in database.execute_sql(newest_sql, [*params, below, batch]).fetchall()]
+        if not ids:
+            break
+        examined += len(ids)
+        below = ids[-1]
+        placeholders = ", ".join("?" for _ in ids)
+        check = (
+            "SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
+            f"AND {SERVED_DOCUMENT_SQL}"
+        )
+        check_params: list[object] = [*ids, collection_id, collection_id]
+        if document_id is not None:
+            check += " AND c.document_id = ?"
+            check_params.append(document_id)
+        if content_holds is not None:
+            check += " AND instr(c.content, ?) > 0"
+            check_params.append(content_holds)
+        kept = {row[0] for row in database.execute_sql(check, check_params).fetchall()}
+        found.extend(i for i in ids if i in kept)
+    return found[:limit]
 
 
 def cjk_ranked_matches(
@@ -182,13 +221,10 @@ def cjk_substring_matches(
     """Chunks containing a one- or two-character CJK ``run`` (too short for
     trigrams): a substring test over at most the ``window`` newest chunks that
     hold any CJK text."""
-    scope_sql, scope_params = _scope(collection_id, document_id)
-    sql = (
-        "SELECT f.rowid FROM (SELECT rowid FROM chunk_cjk ORDER BY rowid DESC LIMIT ?) AS f "
-        f"{scope_sql} AND instr(c.content, ?) > 0 ORDER BY f.rowid DESC LIMIT ?"
+    return _newest_in_scope(
+        "SELECT rowid FROM chunk_cjk WHERE rowid < ? ORDER BY rowid DESC LIMIT ?",
+        [], collection_id, document_id, limit=limit, window=window, content_holds=run,
     )
-    rows = database.execute_sql(sql, [window, *scope_params, run, limit]).fetchall()
-    return [row[0] for row in rows]
 
 
 def integrity_check() -> bool:

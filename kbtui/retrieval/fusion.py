@@ -25,7 +25,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 RRF_K = 60
-SCORE_AWARE_WEIGHT = 1.0
+SCORE_AWARE_WEIGHT = 0.5
 CONVEX_ALPHA = 0.5
 
 FUSION_STRATEGIES = ("rrf", "score_aware", "convex")
@@ -97,11 +97,11 @@ def convex_fusion(
 def fuse(strategy: str, lexical: ArmResult, vector: ArmResult) -> list[tuple[Hashable, float]]:
     """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``)."""
     if strategy == "rrf":
-        return reciprocal_rank_fusion([[i for i, _ in lexical.ranked], [i for i, _ in vector.ranked]])
+        return reciprocal_rank_fusion([[i for i, _ in lexical.ranked], [i for i, _ in vector.ranked]], RRF_K)
     if strategy == "score_aware":
-        return score_aware_fusion([lexical, vector])
+        return score_aware_fusion([lexical, vector], RRF_K, SCORE_AWARE_WEIGHT)
     if strategy == "convex":
-        return convex_fusion(vector, lexical)
+        return convex_fusion(vector, lexical, CONVEX_ALPHA, RRF_K)
     raise ValueError(f"unknown fusion strategy {strategy!r}")
 
 
