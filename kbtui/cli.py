@@ -28,6 +28,7 @@ from kbtui.logs import configure_logging
 from kbtui.node import Node
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.search import Hit
+from kbtui.retrieval.snippets import snippet
 from kbtui.tools.knowledge import Source
 from kbtui.repository.importer import ImportFailed, ImportReport, import_repository, register_repository
 from kbtui.repository.paths import printable_path
@@ -348,7 +349,15 @@ def hit_json(hit) -> dict[str, object]:
         "score_kind": hit.score_kind,
         "lexical_rank": hit.lexical_rank,
         "vector_rank": hit.vector_rank,
+        "lexical_score": hit.lexical_score,
+        "vector_score": hit.vector_score,
+        "fusion_rank": hit.fusion_rank,
         "text": hit.text,
+        "neighbors": [
+            {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
+             "start_offset": n.start_offset, "end_offset": n.end_offset, "text": n.text}
+            for n in getattr(hit, "neighbors", ())
+        ],
     }
 
 
@@ -356,22 +365,37 @@ def hit_json(hit) -> dict[str, object]:
 @click.argument("query")
 @click.option("-c", "--collection", help="Collection to search (default: DEFAULT).")
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
+@click.option("-d", "--document", "document", help="Only this document (id or prefix).")
+@click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
+@click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @click.pass_context
-def search(ctx: click.Context, query: str, collection: str | None, limit: int | None, as_json: bool) -> int:
-    """Hybrid search (BM25 + vectors, fused by rank)."""
+def search(
+    ctx: click.Context, query: str, collection: str | None, limit: int | None, document: str | None,
+    neighbors: bool, explain: bool, as_json: bool,
+) -> int:
+    """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
     node = _open_node(ctx)
     collection_id = _existing_collection(collection) if collection else canonical_collection_id(None)
-    response = node.search(query, collection_id, limit=limit or node.config.search_limit)
+    document_id = catalog.resolve_document(document, collection_id).id if document else None
+    response = node.search(
+        query, collection_id, limit=limit or node.config.search_limit,
+        document_id=document_id, expand_neighbors=neighbors,
+    )
     if as_json:
-        click.echo(json.dumps({
+        payload: dict[str, object] = {
             "hits": [hit_json(h) for h in response.hits],
             "degraded": response.degraded,
             "elapsed_ms": round(response.elapsed_ms, 2),
-        }, indent=2))
+        }
+        if explain:
+            payload["explain"] = explain_json(response.explain)
+        click.echo(json.dumps(payload, indent=2))
         return 0
     if response.degraded:
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
+    if explain and response.explain is not None:
+        _print_explain(response.explain)
     if not response.hits:
         stdout.print("no matches")
         return 0
@@ -380,14 +404,73 @@ def search(ctx: click.Context, query: str, collection: str | None, limit: int | 
         title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
         stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
         origin = hit.source_path or names.get(hit.document_id, "")
+        page = f" · p.{hit.page}" if hit.page is not None else ""
         stdout.print(
-            f"    [dim]{escape(origin)} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            f"    [dim]{escape(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
             no_wrap=True, overflow="ellipsis",
         )
-        snippet = " ".join(hit.text.split())
-        stdout.print(f"    {escape(snippet)}", no_wrap=True, overflow="ellipsis")
+        if explain:
+            stdout.print(f"    [dim]{escape(_arm_line(hit))}[/]")
+        stdout.print("    " + highlighted_snippet(hit.text, query))
+        for neighbour in hit.neighbors:
+            stdout.print(f"      [dim]± {escape(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
     stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
     return 0
+
+
+def highlighted_snippet(text: str, query: str) -> str:
+    """Rich markup of a short snippet with the query's terms in bold reverse."""
+    return "".join(
+        f"[bold reverse]{escape(s.text)}[/]" if s.highlighted else escape(s.text) for s in snippet(text, query)
+    )
+
+
+def _arm_line(hit: Hit) -> str:
+    def arm(name: str, rank: int | None, score: float | None) -> str:
+        return f"{name} -" if rank is None else f"{name} #{rank} ({score:.4f})"
+
+    line = f"{arm('lexical', hit.lexical_rank, hit.lexical_score)} · {arm('vector', hit.vector_rank, hit.vector_score)}"
+    if hit.score_kind == "Rerank" and hit.fusion_rank is not None:
+        line += f" · fusion #{hit.fusion_rank}"
+    return line
+
+
+def explain_json(explain) -> dict[str, object] | None:
+    """The JSON shape of ``--explain``: how the search ran."""
+    if explain is None:
+        return None
+    plan = explain.lexical_plan
+    return {
+        "mode": explain.mode,
+        "fusion": explain.fusion,
+        "pool": explain.pool,
+        "lexical_candidates": explain.lexical_candidates,
+        "vector_candidates": explain.vector_candidates,
+        "reranked": explain.reranked,
+        "lexical_plan": None if plan is None else {
+            "ranked": list(plan.ranked), "pruned": list(plan.pruned),
+            "recency": list(plan.recency), "missing": list(plan.missing),
+        },
+        "timings_ms": explain.timings_ms,
+    }
+
+
+def _print_explain(explain) -> None:
+    plan = explain.lexical_plan
+    stdout.print(
+        f"[dim]fusion {explain.fusion}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
+        f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
+    )
+    if plan is not None:
+        parts = [f"ranked {', '.join(plan.ranked) or '-'}"]
+        if plan.pruned:
+            parts.append(f"left out {', '.join(plan.pruned)}")
+        if plan.recency:
+            parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
+        if plan.missing:
+            parts.append(f"not found {', '.join(plan.missing)}")
+        stdout.print(f"[dim]lexical: {escape('; '.join(parts))}[/]")
+    stdout.print("[dim]" + ", ".join(f"{k.removesuffix('_ms')} {v:.1f} ms" for k, v in explain.timings_ms.items()) + "[/]")
 
 
 # ---------------------------------------------------------------- eval
