@@ -30,8 +30,8 @@ from store.models import SERVED_DOCUMENT_SQL
 COLUMN_WEIGHTS = (4.0, 3.0, 3.0, 1.0)
 _WEIGHTS_SQL = ", ".join(str(w) for w in COLUMN_WEIGHTS)
 
-# Row counts are remembered this long; the index changes slowly compared
-# with how often the same words are searched.
+# Row counts are remembered for one state of the index (its chunk id
+# high-water mark moves with every commit) and at most this long.
 ROW_COUNT_TTL_S = 300.0
 _ROW_COUNT_CACHE_MAX = 20_000
 _SCAN_BATCH = 256
@@ -54,16 +54,16 @@ def _scope(collection_id: str, document_id: str | None) -> tuple[str, list[objec
 class _RowCountCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str, int], tuple[int, float]] = {}
+        self._entries: dict[tuple[object, ...], tuple[int, float]] = {}
 
-    def get(self, key: tuple[str, str, int]) -> int | None:
+    def get(self, key: tuple[object, ...]) -> int | None:
         with self._lock:
             entry = self._entries.get(key)
         if entry is None or time.monotonic() - entry[1] > ROW_COUNT_TTL_S:
             return None
         return entry[0]
 
-    def put(self, key: tuple[str, str, int], count: int) -> None:
+    def put(self, key: tuple[object, ...], count: int) -> None:
         with self._lock:
             if len(self._entries) >= _ROW_COUNT_CACHE_MAX:
                 self._entries.clear()
@@ -83,12 +83,16 @@ def indexed_chunk_count() -> int:
     return int(row[0]) if row and row[0] else 0
 
 
-def term_row_counts(words: Sequence[str], cap: int) -> dict[str, int]:
+def term_row_counts(words: Sequence[str], cap: int, *, generation: int) -> dict[str, int]:
     """For each word, the number of chunks (all collections) holding it, counted
-    only up to ``cap``: a count equal to ``cap`` means "at least that many"."""
+    only up to ``cap``: a count equal to ``cap`` means "at least that many".
+
+    ``generation`` is :func:`indexed_chunk_count` now: counts remembered for an
+    older state of the index are not used.
+    """
     counts: dict[str, int] = {}
     for word in words:
-        key = ("w", word, cap)
+        key = (database.database, generation, word, cap)
         cached = _row_counts.get(key)
         if cached is None:
             row = database.execute_sql(

@@ -102,8 +102,9 @@ def lexical_candidates(
 ) -> LexicalResult:
     """The lexical arm for ``terms`` in scope, at most ``limit`` chunks, best first."""
     words = list(terms.words)
-    counts = fts.term_row_counts(words, ROW_BUDGET + 1) if words else {}
-    plan = plan_words(words, counts, fts.indexed_chunk_count(), budget=ROW_BUDGET)
+    total = fts.indexed_chunk_count()
+    counts = fts.term_row_counts(words, ROW_BUDGET + 1, generation=total) if words else {}
+    plan = plan_words(words, counts, total, budget=ROW_BUDGET)
     lists: list[list[tuple[int, float]]] = []
     if plan.ranked:
         lists.append(fts.ranked_matches(plan.ranked, collection_id, document_id=document_id, limit=limit))

@@ -40,7 +40,7 @@ def test_search_hostile_query_prints_no_sqlite_error(run_cli, tmp_path):
     write(tmp_path / "a.md", "# A\n\nalpha")
     run_cli("add", str(tmp_path / "a.md"))
     for query in ('"x', "(a OR", "NEAR(a b", "col:foo", "-a"):
-        result = run_cli("search", query)
+        result = run_cli("search", "--", query)
         assert result.code == 0 and "fts5" not in (result.out + result.err).lower()
 
 

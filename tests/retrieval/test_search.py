@@ -150,3 +150,10 @@ def test_a_query_of_only_very_common_words_is_answered_from_a_bounded_window(nod
     assert response.explain.lexical_plan.recency == ("cat", "dog")
     assert len(response.hits) == 5
     fts.forget_row_counts()
+
+
+def test_a_word_indexed_after_a_search_is_found_at_once(node, indexed):
+    indexed("first.md", "# First\n\nnothing special")
+    assert search(node, "quokkaword", mode="lexical").hits == []
+    added = indexed("second.md", "# Second\n\nthe quokkaword arrives")
+    assert [h.document_id for h in search(node, "quokkaword", mode="lexical").hits] == [added]
