@@ -260,3 +260,21 @@ def run_beir(
             evaluate_mode(service, collection_id, collection.queries, collection.qrels, labels.get, mode="hybrid", fusion=fusion)
         )
     return run
+
+
+def answers_nothing(response: SearchResponse, *, min_similarity: float) -> bool:
+    """For a query with no answer in the corpus: true when no hit matched lexically
+    and none is semantically close (vector score below ``min_similarity``)."""
+    return all(
+        hit.lexical_rank is None and (hit.vector_score is None or hit.vector_score < min_similarity)
+        for hit in response.hits
+    )
+
+
+def citation_coverage(response: SearchResponse, anchors: Iterable[tuple[str, str]], k: int) -> float:
+    """Share of the expected (document id, heading trail) anchors among the top ``k`` hits."""
+    expected = set(anchors)
+    if not expected:
+        return 1.0
+    found = {(hit.document_id, hit.heading_path) for hit in response.hits[:k]}
+    return len(expected & found) / len(expected)
