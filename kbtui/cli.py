@@ -33,7 +33,7 @@ from kbtui.retrieval.search import Hit
 from kbtui.retrieval.snippets import snippet
 from kbtui.tools.knowledge import Source
 from kbtui.repository.importer import ImportFailed, ImportReport, import_repository, register_repository
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from kbtui.repository.scan import ScanLimits
 from store import catalog, repositories
 from store.errors import storage_problem
@@ -250,7 +250,7 @@ def _print_documents(node: Node, documents: list[Document]) -> None:
         table.add_column(column, no_wrap=column != "NAME", overflow="fold" if column == "NAME" else "ellipsis")
     for d in documents:
         status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
-        row = [d.id[:12], escape(catalog.display_name(node.store, d))]
+        row = [d.id[:12], shown(catalog.display_name(node.store, d))]
         if show_collection:
             row.append(d.collection_id)
         row += [status, str(d.chunk_count), human_size(d.size_bytes), time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
@@ -302,13 +302,13 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
         click.echo(json.dumps(payload, indent=2))
         return 0
     for key, value in document_json(node, doc).items():
-        stdout.print(f"[bold]{key:>16}[/] {value if value is not None else '-'}")
+        stdout.print(f"[bold]{key:>16}[/] {shown(str(value)) if value is not None else '-'}")
     stdout.print("\n[bold]history[/]")
     for h in history:
         stdout.print(f"  {time.strftime('%H:%M:%S', time.localtime(h.at))} {h.status}{' ' + h.reason if h.reason else ''}")
     stdout.print(f"\n[bold]sections[/] ({len(sections)})")
     for s in sections[:50]:
-        stdout.print(f"  {s.heading_path or '(untitled)'}")
+        stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
     return 0
 
 
@@ -421,32 +421,43 @@ def search(
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
     if explain and response.explain is not None:
         _print_explain(response.explain)
-    if not response.hits:
+    print_hits(node, collection_id, response.hits, query, explain=explain)
+    stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
+    return 0
+
+
+def print_hits(node: Node, collection_id: str, hits: list[Hit], query: str, *, explain: bool = False) -> None:
+    """Hits for the operator: title, origin, score and a highlighted snippet."""
+    if not hits:
         stdout.print("no matches")
-        return 0
+        return
+    # The operator's own terminal may show decrypted names; search results never carry them.
     names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
-    for rank, hit in enumerate(response.hits, start=1):
+    for rank, hit in enumerate(hits, start=1):
         title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
-        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
+        stdout.print(f"[bold]{rank:>2}. {shown(title)}[/]", no_wrap=True, overflow="ellipsis")
         origin = hit.source_path or names.get(hit.document_id, "")
         page = f" · p.{hit.page}" if hit.page is not None else ""
         stdout.print(
-            f"    [dim]{escape(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            f"    [dim]{shown(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
             no_wrap=True, overflow="ellipsis",
         )
         if explain:
             stdout.print(f"    [dim]{escape(_arm_line(hit))}[/]")
         stdout.print("    " + highlighted_snippet(hit.text, query))
         for neighbour in hit.neighbors:
-            stdout.print(f"      [dim]± {escape(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
-    stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
-    return 0
+            stdout.print(f"      [dim]± {shown(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
+
+
+def shown(text: str) -> str:
+    """Document-controlled text as inert Rich markup: no markup, no control characters."""
+    return escape(printable(text))
 
 
 def highlighted_snippet(text: str, query: str) -> str:
     """Rich markup of a short snippet with the query's terms in bold reverse."""
     return "".join(
-        f"[bold reverse]{escape(s.text)}[/]" if s.highlighted else escape(s.text) for s in snippet(text, query)
+        f"[bold reverse]{shown(s.text)}[/]" if s.highlighted else shown(s.text) for s in snippet(text, query)
     )
 
 
@@ -494,7 +505,7 @@ def _print_explain(explain) -> None:
             parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
         if plan.missing:
             parts.append(f"not found {', '.join(plan.missing)}")
-        stdout.print(f"[dim]lexical: {escape('; '.join(parts))}[/]")
+        stdout.print(f"[dim]lexical: {shown('; '.join(parts))}[/]")
     stdout.print("[dim]" + ", ".join(f"{k.removesuffix('_ms')} {v:.1f} ms" for k, v in explain.timings_ms.items()) + "[/]")
 
 
@@ -662,9 +673,9 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     if not outcome.answered:
         click.echo(f"kbtui: {outcome.notice}", err=True)
         stdout.print("[bold]Search results instead:[/]")
-        _print_hits(node, collection_id, fallback.hits if fallback else [])
+        print_hits(node, collection_id, fallback.hits if fallback else [], question)
         return 1
-    stdout.print(escape(outcome.answer))
+    stdout.print(escape(outcome.answer))  # the model's text; may span lines
     listed = outcome.cited or outcome.consulted
     if listed:
         stdout.print("\n[bold]Sources[/]" if outcome.cited else "\n[bold]Consulted (not cited)[/]")
@@ -673,7 +684,7 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
         where = f" p.{source.page}" if source.page is not None else ""
         section = f" › {source.section}" if source.section and source.section != source.title else ""
         stdout.print(
-            f"  {label} {escape(source.title)}{escape(section)}{where} "
+            f"  {label} {shown(source.title)}{shown(section)}{where} "
             f"[dim]· {source.document_id[:12]}[/]",
             no_wrap=True, overflow="ellipsis",
         )
@@ -694,16 +705,6 @@ def source_json(source: Source) -> dict[str, object]:
     }
 
 
-def _print_hits(node: Node, collection_id: str, hits: list[Hit]) -> None:
-    if not hits:
-        stdout.print("no matches")
-        return
-    # The operator's own terminal may show decrypted names; a model never gets them.
-    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
-    for rank, hit in enumerate(hits, start=1):
-        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
-        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
-        stdout.print(f"    {escape(' '.join(hit.text.split()))}", no_wrap=True, overflow="ellipsis")
 # ---------------------------------------------------------------- repositories
 
 
@@ -737,7 +738,7 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps(repository_json(registered), indent=2))
     else:
-        stdout.print(f"registered {registered.id} {escape(registered.name)}")
+        stdout.print(f"registered {registered.id} {shown(registered.name)}")
     return 0
 
 
@@ -762,7 +763,7 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
             f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_import_at))} {r.last_import_status}"
         )
         table.add_row(
-            r.id[:12], escape(printable_path(r.name)), escape(printable_path(r.root)),
+            r.id[:12], shown(r.name), shown(r.root),
             str(repositories.document_count(r.id)), last,
         )
     stdout.print(table)
@@ -857,7 +858,7 @@ def _print_import_report(report: ImportReport, failed: list[str], *, as_json: bo
     if list_files:
         for entry in report.files:
             outcome = entry.outcome if entry.reason is None else f"{entry.outcome}:{entry.reason}"
-            stdout.print(f"{outcome:<32} {escape(entry.path)}", no_wrap=True, overflow="ellipsis")
+            stdout.print(f"{outcome:<32} {shown(entry.path)}", no_wrap=True, overflow="ellipsis")
     if report.status == "incomplete":
         stdout.print("[yellow]stopped at the aggregate byte limit: nothing was removed[/]")
     indexed = len(report.pending_document_ids) - len(failed)
