@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pykka
 
@@ -52,8 +52,15 @@ class NodeAlreadyRunning(KbtuiError):
 class Runtime:
     """The running ingestion pipeline of one node."""
 
-    def __init__(self, context: PipelineContext, *, listeners: Sequence[pykka.ActorRef] = ()) -> None:
+    def __init__(
+        self,
+        context: PipelineContext,
+        *,
+        listeners: Sequence[pykka.ActorRef] = (),
+        warmers: dict[str, Callable[[], None]] | None = None,
+    ) -> None:
         self.context = context
+        self.warmers = {"embedder": self._warm_embedder, **(warmers or {})}
         self.config = context.config
         self.external_listeners = list(listeners)
         self._started: list[pykka.ActorRef] = []
@@ -95,7 +102,7 @@ class Runtime:
         # end of the pipeline to its start, so each can be handed its successor.
         self.status_writer = started(NodeStatusWriter.start(cfg.home))
         self._started.extend(self.external_listeners)
-        self.prewarm = started(PrewarmManager.start({"embedder": self._warm_embedder}))
+        self.prewarm = started(PrewarmManager.start(self.warmers))
         indexer = started(Indexer.start(ctx))
         embedder = started(Embedder.start(ctx, indexer))
         chunker = started(Chunker.start(ctx, embedder))
@@ -178,6 +185,15 @@ class Runtime:
 
     def state(self) -> AdmissionState:
         return self.admission.ask(GetAdmissionState(), timeout=10)
+
+    @property
+    def running(self) -> bool:
+        return self.admission is not None and self.admission.is_alive() and not self.context.stopping.is_set()
+
+    def request_warm(self, target: str) -> None:
+        """Ask for a background warm of ``target`` (e.g. "reranker"); never waits."""
+        if self.prewarm is not None and target in self.warmers:
+            request_warm(self.prewarm, target)
 
     def request_stale_scan(self) -> None:
         self.reindexer.tell(ScanForStale())

@@ -28,10 +28,12 @@ from kbtui.extract import format_for
 from kbtui.follow import follow_documents
 from kbtui.logs import configure_logging
 from kbtui.node import Node
+from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.search import Hit
+from kbtui.retrieval.snippets import snippet
 from kbtui.tools.knowledge import Source
 from kbtui.repository.importer import ImportFailed, ImportReport, import_repository, register_repository
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from kbtui.repository.scan import ScanLimits
 from store import catalog, repositories
 from store.errors import storage_problem
@@ -248,7 +250,7 @@ def _print_documents(node: Node, documents: list[Document]) -> None:
         table.add_column(column, no_wrap=column != "NAME", overflow="fold" if column == "NAME" else "ellipsis")
     for d in documents:
         status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
-        row = [d.id[:12], escape(catalog.display_name(node.store, d))]
+        row = [d.id[:12], shown(catalog.display_name(node.store, d))]
         if show_collection:
             row.append(d.collection_id)
         row += [status, str(d.chunk_count), human_size(d.size_bytes), time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
@@ -300,13 +302,13 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
         click.echo(json.dumps(payload, indent=2))
         return 0
     for key, value in document_json(node, doc).items():
-        stdout.print(f"[bold]{key:>16}[/] {value if value is not None else '-'}")
+        stdout.print(f"[bold]{key:>16}[/] {shown(str(value)) if value is not None else '-'}")
     stdout.print("\n[bold]history[/]")
     for h in history:
         stdout.print(f"  {time.strftime('%H:%M:%S', time.localtime(h.at))} {h.status}{' ' + h.reason if h.reason else ''}")
     stdout.print(f"\n[bold]sections[/] ({len(sections)})")
     for s in sections[:50]:
-        stdout.print(f"  {s.heading_path or '(untitled)'}")
+        stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
     return 0
 
 
@@ -372,7 +374,15 @@ def hit_json(hit) -> dict[str, object]:
         "score_kind": hit.score_kind,
         "lexical_rank": hit.lexical_rank,
         "vector_rank": hit.vector_rank,
+        "lexical_score": hit.lexical_score,
+        "vector_score": hit.vector_score,
+        "fusion_rank": hit.fusion_rank,
         "text": hit.text,
+        "neighbors": [
+            {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
+             "start_offset": n.start_offset, "end_offset": n.end_offset, "text": n.text}
+            for n in getattr(hit, "neighbors", ())
+        ],
     }
 
 
@@ -380,38 +390,177 @@ def hit_json(hit) -> dict[str, object]:
 @click.argument("query")
 @click.option("-c", "--collection", help="Collection to search (default: DEFAULT).")
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
+@click.option("-d", "--document", "document", help="Only this document (id or prefix).")
+@click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
+@click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @click.pass_context
-def search(ctx: click.Context, query: str, collection: str | None, limit: int | None, as_json: bool) -> int:
-    """Hybrid search (BM25 + vectors, fused by rank)."""
+def search(
+    ctx: click.Context, query: str, collection: str | None, limit: int | None, document: str | None,
+    neighbors: bool, explain: bool, as_json: bool,
+) -> int:
+    """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
     node = _open_node(ctx)
     collection_id = _existing_collection(collection) if collection else canonical_collection_id(None)
-    response = node.search(query, collection_id, limit=limit or node.config.search_limit)
+    document_id = catalog.resolve_document(document, collection_id).id if document else None
+    response = node.search(
+        query, collection_id, limit=limit or node.config.search_limit,
+        document_id=document_id, expand_neighbors=neighbors,
+    )
     if as_json:
-        click.echo(json.dumps({
+        payload: dict[str, object] = {
             "hits": [hit_json(h) for h in response.hits],
             "degraded": response.degraded,
             "elapsed_ms": round(response.elapsed_ms, 2),
-        }, indent=2))
+        }
+        if explain:
+            payload["explain"] = explain_json(response.explain)
+        click.echo(json.dumps(payload, indent=2))
         return 0
     if response.degraded:
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
-    if not response.hits:
-        stdout.print("no matches")
-        return 0
-    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
-    for rank, hit in enumerate(response.hits, start=1):
-        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
-        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
-        origin = hit.source_path or names.get(hit.document_id, "")
-        stdout.print(
-            f"    [dim]{escape(origin)} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
-            no_wrap=True, overflow="ellipsis",
-        )
-        snippet = " ".join(hit.text.split())
-        stdout.print(f"    {escape(snippet)}", no_wrap=True, overflow="ellipsis")
+    if explain and response.explain is not None:
+        _print_explain(response.explain)
+    print_hits(node, collection_id, response.hits, query, explain=explain)
     stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
     return 0
+
+
+def print_hits(node: Node, collection_id: str, hits: list[Hit], query: str, *, explain: bool = False) -> None:
+    """Hits for the operator: title, origin, score and a highlighted snippet."""
+    if not hits:
+        stdout.print("no matches")
+        return
+    # The operator's own terminal may show decrypted names; search results never carry them.
+    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
+    for rank, hit in enumerate(hits, start=1):
+        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
+        stdout.print(f"[bold]{rank:>2}. {shown(title)}[/]", no_wrap=True, overflow="ellipsis")
+        origin = hit.source_path or names.get(hit.document_id, "")
+        page = f" · p.{hit.page}" if hit.page is not None else ""
+        stdout.print(
+            f"    [dim]{shown(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            no_wrap=True, overflow="ellipsis",
+        )
+        if explain:
+            stdout.print(f"    [dim]{escape(_arm_line(hit))}[/]")
+        stdout.print("    " + highlighted_snippet(hit.text, query))
+        for neighbour in hit.neighbors:
+            stdout.print(f"      [dim]± {shown(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
+
+
+def shown(text: str) -> str:
+    """Document-controlled text as inert Rich markup: no markup, no control characters."""
+    return escape(printable(text))
+
+
+def highlighted_snippet(text: str, query: str) -> str:
+    """Rich markup of a short snippet with the query's terms in bold reverse."""
+    return "".join(
+        f"[bold reverse]{shown(s.text)}[/]" if s.highlighted else shown(s.text) for s in snippet(text, query)
+    )
+
+
+def _arm_line(hit: Hit) -> str:
+    def arm(name: str, rank: int | None, score: float | None) -> str:
+        return f"{name} -" if rank is None else f"{name} #{rank} ({score:.4f})"
+
+    line = f"{arm('lexical', hit.lexical_rank, hit.lexical_score)} · {arm('vector', hit.vector_rank, hit.vector_score)}"
+    if hit.score_kind == "Rerank" and hit.fusion_rank is not None:
+        line += f" · fusion #{hit.fusion_rank}"
+    return line
+
+
+def explain_json(explain) -> dict[str, object] | None:
+    """The JSON shape of ``--explain``: how the search ran."""
+    if explain is None:
+        return None
+    plan = explain.lexical_plan
+    return {
+        "mode": explain.mode,
+        "fusion": explain.fusion,
+        "pool": explain.pool,
+        "lexical_candidates": explain.lexical_candidates,
+        "vector_candidates": explain.vector_candidates,
+        "reranked": explain.reranked,
+        "lexical_plan": None if plan is None else {
+            "ranked": list(plan.ranked), "pruned": list(plan.pruned),
+            "recency": list(plan.recency), "missing": list(plan.missing),
+        },
+        "timings_ms": explain.timings_ms,
+    }
+
+
+def _print_explain(explain) -> None:
+    plan = explain.lexical_plan
+    stdout.print(
+        f"[dim]fusion {explain.fusion}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
+        f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
+    )
+    if plan is not None:
+        parts = [f"ranked {', '.join(plan.ranked) or '-'}"]
+        if plan.pruned:
+            parts.append(f"left out {', '.join(plan.pruned)}")
+        if plan.recency:
+            parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
+        if plan.missing:
+            parts.append(f"not found {', '.join(plan.missing)}")
+        stdout.print(f"[dim]lexical: {shown('; '.join(parts))}[/]")
+    stdout.print("[dim]" + ", ".join(f"{k.removesuffix('_ms')} {v:.1f} ms" for k, v in explain.timings_ms.items()) + "[/]")
+
+
+# ---------------------------------------------------------------- eval
+
+
+@cli.command("eval")
+@click.option("--beir", "beir_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="A BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/test.tsv.")
+@click.option("--provider", type=click.Choice(["local", "ollama", "hash"]), default=None,
+              help="Embedding provider (default: the configured one).")
+@click.option("--fusion", "fusions", multiple=True, type=click.Choice([*FUSION_STRATEGIES, "all"]),
+              help="Fusion for the hybrid rows; repeat or say 'all' (default: the configured one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record per mode.")
+@click.pass_context
+def eval_command(ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool) -> int:
+    """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
+
+    Ingests the collection through the real pipeline into a temporary
+    knowledge base (your own is not touched), ranks documents by their best
+    chunk, and reports lexical-only, vector-only and hybrid search.
+    """
+    import dataclasses
+    import tempfile
+
+    from kbtui.retrieval.eval import load_beir, run_beir
+
+    collection = load_beir(Path(beir_dir))
+    chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
+    with tempfile.TemporaryDirectory(prefix="kbtui-eval-home-") as scratch:
+        config = dataclasses.replace(
+            ctx.obj, home=Path(scratch), embedding_provider=provider or ctx.obj.embedding_provider,
+        )
+        node = Node.open(config)
+        try:
+            run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
+        finally:
+            node.close()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in run.reports], indent=2))
+        return 0 if not run.failed else 1
+    stdout.print(
+        f"[bold]{escape(collection.name)}[/]: {len(collection.documents)} documents "
+        f"({run.indexed} indexed, {run.failed} failed in {run.ingest_s:.0f} s), "
+        f"{len(collection.queries)} queries, provider {config.embedding_provider}"
+    )
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "P50 MS", "P95 MS"):
+        table.add_column(column, justify="left" if column == "MODE" else "right")
+    for r in run.reports:
+        label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
+        table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
+                      f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+    stdout.print(table)
+    return 0 if not run.failed else 1
 
 
 # ---------------------------------------------------------------- node
@@ -524,9 +673,9 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     if not outcome.answered:
         click.echo(f"kbtui: {outcome.notice}", err=True)
         stdout.print("[bold]Search results instead:[/]")
-        _print_hits(node, collection_id, fallback.hits if fallback else [])
+        print_hits(node, collection_id, fallback.hits if fallback else [], question)
         return 1
-    stdout.print(escape(outcome.answer))
+    stdout.print(escape(outcome.answer))  # the model's text; may span lines
     listed = outcome.cited or outcome.consulted
     if listed:
         stdout.print("\n[bold]Sources[/]" if outcome.cited else "\n[bold]Consulted (not cited)[/]")
@@ -535,7 +684,7 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
         where = f" p.{source.page}" if source.page is not None else ""
         section = f" › {source.section}" if source.section and source.section != source.title else ""
         stdout.print(
-            f"  {label} {escape(source.title)}{escape(section)}{where} "
+            f"  {label} {shown(source.title)}{shown(section)}{where} "
             f"[dim]· {source.document_id[:12]}[/]",
             no_wrap=True, overflow="ellipsis",
         )
@@ -556,16 +705,6 @@ def source_json(source: Source) -> dict[str, object]:
     }
 
 
-def _print_hits(node: Node, collection_id: str, hits: list[Hit]) -> None:
-    if not hits:
-        stdout.print("no matches")
-        return
-    # The operator's own terminal may show decrypted names; a model never gets them.
-    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
-    for rank, hit in enumerate(hits, start=1):
-        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
-        stdout.print(f"[bold]{rank:>2}. {escape(title)}[/]", no_wrap=True, overflow="ellipsis")
-        stdout.print(f"    {escape(' '.join(hit.text.split()))}", no_wrap=True, overflow="ellipsis")
 # ---------------------------------------------------------------- repositories
 
 
@@ -599,7 +738,7 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
     if as_json:
         click.echo(json.dumps(repository_json(registered), indent=2))
     else:
-        stdout.print(f"registered {registered.id} {escape(registered.name)}")
+        stdout.print(f"registered {registered.id} {shown(registered.name)}")
     return 0
 
 
@@ -624,7 +763,7 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
             f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_import_at))} {r.last_import_status}"
         )
         table.add_row(
-            r.id[:12], escape(printable_path(r.name)), escape(printable_path(r.root)),
+            r.id[:12], shown(r.name), shown(r.root),
             str(repositories.document_count(r.id)), last,
         )
     stdout.print(table)
@@ -719,7 +858,7 @@ def _print_import_report(report: ImportReport, failed: list[str], *, as_json: bo
     if list_files:
         for entry in report.files:
             outcome = entry.outcome if entry.reason is None else f"{entry.outcome}:{entry.reason}"
-            stdout.print(f"{outcome:<32} {escape(entry.path)}", no_wrap=True, overflow="ellipsis")
+            stdout.print(f"{outcome:<32} {shown(entry.path)}", no_wrap=True, overflow="ellipsis")
     if report.status == "incomplete":
         stdout.print("[yellow]stopped at the aggregate byte limit: nothing was removed[/]")
     indexed = len(report.pending_document_ids) - len(failed)

@@ -58,6 +58,13 @@ class Config:
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
+    search_fusion: str = "score_aware"  # rrf | score_aware | convex (see kbtui.retrieval.fusion)
+    # Optional cross-encoder rerank: a llama-server on loopback ("" turns it off).
+    reranker_url: str = ""
+    reranker_model: str = ""
+    search_latency_budget_ms: float = 500.0  # also the rerank stage's hard deadline
+    adaptive_reranking: bool = True
+    rerank_max_candidates: int = 20
     # Ask: the Ollama chat model that answers questions with the knowledge tools.
     chat_model: str = "llama3.2"
     chat_host: str = ""  # empty: ollama_host

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pykka import ActorRef
 
@@ -14,7 +14,8 @@ from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
 from kbtui.follow import follow_documents
-from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
+from kbtui.retrieval.rerank import build_reranker, reranker_warmer
+from kbtui.retrieval.search import RERANKER_TARGET, SearchRequest, SearchResponse, SearchService
 from store import Store, catalog, open_store
 from store.models import Document
 from store.vectors import VectorIndexes, committed_vectors
@@ -30,6 +31,10 @@ class Node:
     searcher: SearchService
     reuse: ChunkEmbeddingReuse
     vectors: VectorIndexes
+    _runtime: Runtime | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.searcher.request_warm = self._request_warm
 
     @classmethod
     def open(cls, config: Config) -> Node:
@@ -49,7 +54,8 @@ class Node:
             ),
             committed_vectors,
         )
-        return cls(config, store, embedder, SearchService(config, embedder, vectors), reuse, vectors)
+        searcher = SearchService(config, embedder, vectors, reranker=build_reranker(config))
+        return cls(config, store, embedder, searcher, reuse, vectors)
 
     def index(self, document_ids: Sequence[str], *, stall_timeout_s: float = 120.0) -> dict[str, str]:
         """Run the pipeline in this process until the documents are Indexed or
@@ -65,15 +71,33 @@ class Node:
         """Index one document now; its final status, or None if it was deleted."""
         return self.index([document_id]).get(document_id)
 
-    def search(self, query: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
-        return self.searcher.search(SearchRequest(query=query, collection_id=collection_id, limit=limit))
+    def search(
+        self, query: str, collection_id: str, *, limit: int = 10, document_id: str | None = None,
+        expand_neighbors: bool = False,
+    ) -> SearchResponse:
+        return self.searcher.search(
+            SearchRequest(
+                query=query, collection_id=collection_id, limit=limit,
+                document_id=document_id, expand_neighbors=expand_neighbors,
+            )
+        )
 
     def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
         """A (not yet started) actor pipeline for this node."""
         context = PipelineContext(
             store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse, vector_index=self.vectors
         )
-        return Runtime(context, listeners=listeners)
+        warmers = {}
+        if self.searcher.reranker is not None:
+            warmers[RERANKER_TARGET] = reranker_warmer(self.searcher.reranker)
+        self._runtime = Runtime(context, listeners=listeners, warmers=warmers)
+        return self._runtime
+
+    def _request_warm(self, target: str) -> None:
+        """A search found the reranker cold: warm it in the background if this
+        process runs the pipeline (search itself never starts it)."""
+        if self._runtime is not None and self._runtime.running:
+            self._runtime.request_warm(target)
 
     def purge(self, document_id: str) -> bool:
         removed = catalog.purge_document(self.store, document_id)
@@ -83,6 +107,7 @@ class Node:
 
     def close(self) -> None:
         try:
+            self.searcher.close()
             self.vectors.close()
         finally:
             self.store.close()
@@ -102,3 +127,4 @@ def build_embedder(config: Config) -> EmbeddingProvider:
         connect_timeout_s=config.embedding_connect_timeout_s,
         identity_ttl_s=config.embedding_identity_ttl_s,
     )
+

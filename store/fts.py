@@ -1,42 +1,234 @@
-"""The lexical arm: BM25 over the weighted FTS5 columns, scoped in the query."""
+"""The lexical arm's SQL: BM25 over the weighted FTS5 columns, scoped in the query.
+
+Every function takes terms, never raw user text: the MATCH expressions are
+built here from quoted terms (:mod:`kbtui.retrieval.fts_query`), so no FTS5
+syntax from a query can reach SQLite. Scope (collection, optional document,
+served documents only) is part of every statement.
+
+Cost model (measured in ``benchmarks/search.py``): ``bm25()`` reads every
+row that matches, and the scope join reads it again, a few microseconds each;
+worse, bm25 counts the whole posting list of every term for its idf. A term
+in most chunks ("the") therefore costs hundreds of milliseconds at a million
+chunks, while it adds almost nothing to the ranking. :func:`term_row_counts`
+answers "how many chunks hold this term, up to a cap" cheaply (FTS5 stops
+iterating at the cap), so the planner in :mod:`kbtui.retrieval.lexical` can
+leave such terms out.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Sequence
+
+from kbtui.retrieval.fts_query import all_of, any_of, quoted
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
 
 # bm25() column weights, in table order: source_path, heading_path, symbol, content.
 # Exact identifiers, paths and headings outrank repeated body terms.
 COLUMN_WEIGHTS = (4.0, 3.0, 3.0, 1.0)
+_WEIGHTS_SQL = ", ".join(str(w) for w in COLUMN_WEIGHTS)
+
+# Row counts are remembered for one state of the index (its chunk id
+# high-water mark moves with every commit) and at most this long.
+ROW_COUNT_TTL_S = 300.0
+_ROW_COUNT_CACHE_MAX = 20_000
+_SCAN_BATCH = 256
+
+_SCOPE_SQL = (
+    "JOIN chunk AS c ON c.id = f.rowid JOIN document AS d ON d.id = c.document_id "
+    f"WHERE c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}"
+)
 
 
-def lexical_search(
-    match_expression: str,
+def _scope(collection_id: str, document_id: str | None) -> tuple[str, list[object]]:
+    sql = _SCOPE_SQL
+    params: list[object] = [collection_id, collection_id]
+    if document_id is not None:
+        sql += " AND c.document_id = ?"
+        params.append(document_id)
+    return sql, params
+
+
+class _RowCountCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[object, ...], tuple[int, float]] = {}
+
+    def get(self, key: tuple[object, ...]) -> int | None:
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or time.monotonic() - entry[1] > ROW_COUNT_TTL_S:
+            return None
+        return entry[0]
+
+    def put(self, key: tuple[object, ...], count: int) -> None:
+        with self._lock:
+            if len(self._entries) >= _ROW_COUNT_CACHE_MAX:
+                self._entries.clear()
+            self._entries[key] = (count, time.monotonic())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_row_counts = _RowCountCache()
+
+
+def indexed_chunk_count() -> int:
+    """Roughly how many chunks are indexed (the chunk id high-water mark)."""
+    row = database.execute_sql("SELECT seq FROM sqlite_sequence WHERE name = 'chunk'").fetchone()
+    return int(row[0]) if row and row[0] else 0
+
+
+def term_row_counts(words: Sequence[str], cap: int, *, generation: int) -> dict[str, int]:
+    """For each word, the number of chunks (all collections) holding it, counted
+    only up to ``cap``: a count equal to ``cap`` means "at least that many".
+
+    ``generation`` is :func:`indexed_chunk_count` now: counts remembered for an
+    older state of the index are not used.
+    """
+    counts: dict[str, int] = {}
+    for word in words:
+        key = (database.database, generation, word, cap)
+        cached = _row_counts.get(key)
+        if cached is None:
+            row = database.execute_sql(
+                "SELECT count(*) FROM (SELECT 1 FROM chunk_fts WHERE chunk_fts MATCH ? LIMIT ?)",
+                [quoted(word), cap],
+            ).fetchone()
+            cached = int(row[0])
+            _row_counts.put(key, cached)
+        counts[word] = cached
+    return counts
+
+
+def forget_row_counts() -> None:
+    """Drop remembered row counts (tests; after a bulk import)."""
+    _row_counts.clear()
+
+
+def ranked_matches(
+    words: Sequence[str],
     collection_id: str,
     *,
     document_id: str | None = None,
-    limit: int = 50,
+    limit: int,
 ) -> list[tuple[int, float]]:
-    """Chunk ids and scores (higher is better) of visible chunks matching the expression.
-
-    ``match_expression`` must come from
-    :func:`kbtui.retrieval.fts_query.fts_match_expression`.
-    """
-    weights = ", ".join(str(w) for w in COLUMN_WEIGHTS)
+    """Chunk ids and BM25 scores (higher is better) of served chunks in scope
+    that hold any of ``words``, best first."""
+    expression = any_of(list(words))
+    if expression is None:
+        return []
+    scope_sql, scope_params = _scope(collection_id, document_id)
     sql = (
-        f"SELECT f.rowid, bm25(chunk_fts, {weights}) AS score "
-        "FROM chunk_fts AS f JOIN document AS d ON d.id = f.document_id "
-        "WHERE chunk_fts MATCH ? AND f.collection_id = ? AND d.collection_id = ? "
-        f"AND {SERVED_DOCUMENT_SQL}"
+        f"SELECT f.rowid, bm25(chunk_fts, {_WEIGHTS_SQL}) AS score FROM chunk_fts AS f {scope_sql} "
+        "AND chunk_fts MATCH ? ORDER BY score LIMIT ?"
     )
-    params: list[object] = [match_expression, collection_id, collection_id]
-    if document_id is not None:
-        sql += " AND f.document_id = ?"
-        params.append(document_id)
-    sql += " ORDER BY score LIMIT ?"
-    params.append(limit)
+    rows = database.execute_sql(sql, [*scope_params, expression, limit]).fetchall()
     # bm25() is more negative for stronger matches; negate so higher is better.
-    return [(row[0], -row[1]) for row in database.execute_sql(sql, params).fetchall()]
+    return [(row[0], -row[1]) for row in rows]
+
+
+def newest_matches(
+    words: Sequence[str],
+    collection_id: str,
+    *,
+    document_id: str | None = None,
+    limit: int,
+    window: int,
+) -> list[int]:
+    """Served chunks in scope holding all of ``words``, newest first, looking
+    at no more than the ``window`` newest chunks that hold them (no ranking:
+    the cost stays bounded however common the words are)."""
+    expression = all_of(list(words))
+    if expression is None:
+        return []
+    return _newest_in_scope(
+        "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH ? AND rowid < ? ORDER BY rowid DESC LIMIT ?",
+        [expression], collection_id, document_id, limit=limit, window=window,
+    )
+
+
+def _newest_in_scope(
+    newest_sql: str,
+    params: list[object],
+    collection_id: str,
+    document_id: str | None,
+    *,
+    limit: int,
+    window: int,
+    content_holds: str | None = None,
+) -> list[int]:
+    """Walk candidate rowids newest first in small batches, keeping those in
+    scope (and whose text holds ``content_holds``), until ``limit`` are found
+    or ``window`` candidates were looked at."""
+    found: list[int] = []
+    below = 1 << 62
+    examined = 0
+    while examined < window and len(found) < limit:
+        batch = min(_SCAN_BATCH, window - examined)
+        ids = [row[0] for row in database.execute_sql(newest_sql, [*params, below, batch]).fetchall()]
+        if not ids:
+            break
+        examined += len(ids)
+        below = ids[-1]
+        placeholders = ", ".join("?" for _ in ids)
+        check = (
+            "SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
+            f"AND {SERVED_DOCUMENT_SQL}"
+        )
+        check_params: list[object] = [*ids, collection_id, collection_id]
+        if document_id is not None:
+            check += " AND c.document_id = ?"
+            check_params.append(document_id)
+        if content_holds is not None:
+            check += " AND instr(c.content, ?) > 0"
+            check_params.append(content_holds)
+        kept = {row[0] for row in database.execute_sql(check, check_params).fetchall()}
+        found.extend(i for i in ids if i in kept)
+    return found[:limit]
+
+
+def cjk_ranked_matches(
+    runs: Sequence[str],
+    collection_id: str,
+    *,
+    document_id: str | None = None,
+    limit: int,
+) -> list[tuple[int, float]]:
+    """Chunks whose text contains any of the CJK ``runs`` (three characters or
+    more), through the trigram table, BM25 best first."""
+    expression = any_of([r for r in runs if len(r) >= 3])
+    if expression is None:
+        return []
+    scope_sql, scope_params = _scope(collection_id, document_id)
+    sql = (
+        "SELECT f.rowid, bm25(chunk_cjk) AS score FROM chunk_cjk AS f "
+        f"{scope_sql} AND chunk_cjk MATCH ? ORDER BY score LIMIT ?"
+    )
+    rows = database.execute_sql(sql, [*scope_params, expression, limit]).fetchall()
+    return [(row[0], -row[1]) for row in rows]
+
+
+def cjk_substring_matches(
+    run: str,
+    collection_id: str,
+    *,
+    document_id: str | None = None,
+    limit: int,
+    window: int,
+) -> list[int]:
+    """Chunks containing a one- or two-character CJK ``run`` (too short for
+    trigrams): a substring test over at most the ``window`` newest chunks that
+    hold any CJK text."""
+    return _newest_in_scope(
+        "SELECT rowid FROM chunk_cjk WHERE rowid < ? ORDER BY rowid DESC LIMIT ?",
+        [], collection_id, document_id, limit=limit, window=window, content_holds=run,
+    )
 
 
 def integrity_check() -> bool:

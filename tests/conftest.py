@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,13 +14,56 @@ from kbtui.config import Config
 from kbtui.node import Node
 
 
+# Tests put this marker in document text, file names, repository paths and
+# queries (e.g. "envcanary", "zqxcanary7731"). No log record of any test, and
+# no log file of any data directory a test used, may ever contain it.
+CANARY_MARK = "canary"
+
+
+class _CanaryWatch(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.leaks: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record still gets checked
+            text = f"{record.msg} {record.args}"
+        if record.exc_info:
+            text += "".join(traceback.format_exception(*record.exc_info))
+        if CANARY_MARK in text.lower():
+            self.leaks.append(f"{record.name} at {record.levelname}")
+
+
+@pytest.fixture(autouse=True)
+def no_text_reaches_any_log():
+    """Invariant 1, across the whole suite, with every logger at DEBUG."""
+    watch = _CanaryWatch()
+    root = logging.getLogger()
+    loggers = [root] + [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)]
+    levels = {logger: logger.level for logger in loggers}
+    for logger in loggers:
+        logger.setLevel(logging.DEBUG)
+    root.addHandler(watch)
+    try:
+        yield
+    finally:
+        root.removeHandler(watch)
+        for logger, level in levels.items():
+            logger.setLevel(level)
+    assert not watch.leaks, f"a log record carried test text: {watch.leaks}"
+
+
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """An empty data directory, selected through ``KBTUI_HOME`` as an operator would."""
     path = tmp_path / "kbhome"
     monkeypatch.setenv("KBTUI_HOME", str(path))
     monkeypatch.setenv("KBTUI_EMBEDDING_PROVIDER", "hash")
-    return path
+    yield path
+    for log_file in (path / "logs").glob("*.log*"):
+        assert CANARY_MARK not in log_file.read_text(errors="replace").lower(), "a log file carried test text"
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kbtui.errors import KbtuiError
 from kbtui.repository.git import verify_top_level
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from kbtui.repository.rules import SkipReason
 from kbtui.repository.scan import AcceptedFile, BeforeOpen, RepositoryScan, ScanLimits, SkippedPath
 from store import Store
@@ -126,7 +126,7 @@ class _ReportBuilder:
         key = f"skipped:{reason}" if outcome == "skipped" else outcome
         self.counts[key] += 1
         self.sizes[key] += size
-        self.files.append(FileOutcome(printable_path(source_path), outcome, reason, size, document_id))
+        self.files.append(FileOutcome(printable(source_path), outcome, reason, size, document_id))
 
     def build(self, status: str, pending: list[str]) -> ImportReport:
         def tally(key: str) -> Tally:
@@ -163,7 +163,7 @@ def check_repository_name(name: str) -> str:
         raise KbtuiError("a repository name must not be empty")
     if len(cleaned) > MAX_NAME_LENGTH:
         raise KbtuiError(f"a repository name is at most {MAX_NAME_LENGTH} characters")
-    if printable_path(cleaned) != cleaned:
+    if printable(cleaned) != cleaned:
         raise KbtuiError("a repository name may not contain control or formatting characters")
     return cleaned
 
@@ -307,7 +307,7 @@ class _Import:
             return
         document_id = catalog.add_repository_document(
             self.store, self.repository.id, self.collection_id,
-            source_path=path, display_name=printable_path(path), fmt=accepted.fmt,
+            source_path=path, display_name=printable(path), fmt=accepted.fmt,
             data=accepted.data, content_hash=accepted.content_hash,
         )
         self.report.record(path, "added", size, document_id=document_id)

@@ -1,17 +1,13 @@
-"""Repository-relative paths: normalising git's raw bytes, and showing them safely.
+"""Repository-relative paths: normalising git's raw bytes into an identity.
 
 A path is identity (``document.source_path``), so it must be stable and
-unambiguous; it is also shown to the operator, so control characters, line
-breaks and BiDi overrides must never reach a terminal raw.
+unambiguous; shown to the operator it goes through :func:`kbtui.printable.printable`.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# Categories that can move the cursor, reorder text or hide characters.
-_UNSAFE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
 
 
 def normalise_source_path(raw: bytes) -> str | None:
@@ -30,18 +26,3 @@ def normalise_source_path(raw: bytes) -> str | None:
         return None
     text = raw.decode("utf-8", "backslashreplace")
     return unicodedata.normalize("NFC", text)
-
-
-def printable_path(path: str) -> str:
-    """``path`` with every control, format (BiDi, zero-width) and separator
-    character escaped, so it prints as one inert line."""
-    out: list[str] = []
-    for char in path:
-        if char in _NAMED_ESCAPES:
-            out.append(_NAMED_ESCAPES[char])
-        elif unicodedata.category(char) in _UNSAFE_CATEGORIES:
-            code = ord(char)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(char)
-    return "".join(out)

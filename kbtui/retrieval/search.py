@@ -1,18 +1,55 @@
-"""The search service: lexical and semantic arms, fusion, hydration."""
+"""The search service: lexical and semantic arms, fusion, optional rerank, hydration.
+
+Query → (query embedding ‖ lexical arm) → vector arm → fusion → optional
+rerank under the latency budget → hydrate → optional neighbour expansion.
+
+The lexical arm runs on a small thread pool with that thread's own SQLite
+connection while the calling thread embeds the query and scans vectors, so
+the embedding round trip overlaps the FTS query. Every arm and the hydration
+apply the same scope (collection, optional document, served documents).
+
+A search never raises and never fails because a model is missing: an
+unavailable embedder gives lexical-only results, a cold, busy or slow
+reranker gives fusion order, and the response says why in ``degraded``.
+"""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
 
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
-from kbtui.retrieval.fts_query import fts_match_expression
-from kbtui.retrieval.fusion import reciprocal_rank_fusion
+from kbtui.retrieval.fts_query import QueryTerms, parse_query
+from kbtui.retrieval.fusion import DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion
+from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
+from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
-from store.fts import lexical_search
-from store.vectors import VectorIndexes, exact_search
+from store.vectors import exact_search
+
+log = logging.getLogger(__name__)
+
+MODES = ("hybrid", "lexical", "vector")
+MAX_QUERY_CHARS = 4_096  # what the embedder sees; the FTS arm keeps MAX_TERMS words anyway
+NEIGHBOUR_WINDOW = 1
+RERANKER_TARGET = "reranker"
+
+
+class VectorSearch(Protocol):
+    """The semantic arm's entry point (``store.vectors``)."""
+
+    def search(
+        self, query: np.ndarray, identity: str, collection_id: str, *, document_id: str | None = None, limit: int = 50
+    ) -> list[tuple[int, float]]: ...
 
 
 @dataclass(frozen=True)
@@ -21,6 +58,22 @@ class SearchRequest:
     collection_id: str
     document_id: str | None = None
     limit: int = 10
+    expand_neighbors: bool = False
+    mode: str = "hybrid"  # hybrid | lexical | vector (eval and benchmarks compare the arms)
+    fusion: str | None = None  # None: the configured strategy
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A chunk next to a hit in its document (same scope)."""
+
+    chunk_id: str
+    ordinal: int
+    heading_path: str
+    page: int | None
+    start_offset: int
+    end_offset: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -37,10 +90,28 @@ class Hit:
     language: str | None
     symbol: str | None
     score: float
-    score_kind: str
+    score_kind: str  # "Fusion" (fused rank score) or "Rerank" (raw cross-encoder relevance)
     text: str
     lexical_rank: int | None
     vector_rank: int | None
+    lexical_score: float | None = None
+    vector_score: float | None = None
+    fusion_rank: int | None = None  # rank before reranking
+    neighbors: tuple[Neighbour, ...] = ()
+
+
+@dataclass(frozen=True)
+class SearchExplain:
+    """How a search ran: for ``kbtui search --explain`` and the eval harness."""
+
+    mode: str
+    fusion: str
+    pool: int
+    lexical_candidates: int
+    vector_candidates: int
+    lexical_plan: LexicalPlan | None
+    reranked: bool
+    timings_ms: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -48,87 +119,320 @@ class SearchResponse:
     hits: list[Hit]
     degraded: list[str] = field(default_factory=list)
     elapsed_ms: float = 0.0
+    explain: SearchExplain | None = None
+
+
+@dataclass(frozen=True)
+class _Row:
+    chunk_id: str
+    collection_id: str
+    document_id: str
+    source_path: str
+    heading_path: str
+    page: int | None
+    start_offset: int
+    end_offset: int
+    kind: str
+    language: str | None
+    symbol: str | None
+    text: str
 
 
 class SearchService:
-    def __init__(self, config: Config, embedder: EmbeddingProvider | None, vectors: VectorIndexes | None = None) -> None:
+    """Hybrid search over one opened store. Thread-safe; call :meth:`close` when done."""
+
+    def __init__(
+        self,
+        config: Config,
+        embedder: EmbeddingProvider | None,
+        vectors: VectorSearch | None = None,
+        *,
+        reranker: LlamaServerReranker | None = None,
+        request_warm: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self.embedder = embedder
         self.vectors = vectors
+        self.reranker = reranker
+        self.request_warm = request_warm
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    # ------------------------------------------------------------ the search
 
     def search(self, request: SearchRequest) -> SearchResponse:
+        """Run one search; never raises (failures become ``degraded`` reasons)."""
         started = time.perf_counter()
+        try:
+            return self._search(request, started)
+        except Exception as exc:  # noqa: BLE001 - search degrades, never errors
+            log.error("search failed: %s", type(exc).__name__)
+            return SearchResponse([], ["search_failed"], (time.perf_counter() - started) * 1000)
+
+    def _search(self, request: SearchRequest, started: float) -> SearchResponse:
         limit = max(1, request.limit)
         pool = max(limit * self.config.candidate_pool_multiplier, self.config.minimum_candidate_pool)
+        mode = request.mode if request.mode in MODES else "hybrid"
+        strategy = request.fusion or self.config.search_fusion
+        if strategy not in FUSION_STRATEGIES:
+            strategy = DEFAULT_FUSION
         degraded: list[str] = []
+        timings: dict[str, float] = {}
+        terms = parse_query(request.query)
 
-        lexical: list[tuple[int, float]] = []
-        expression = fts_match_expression(request.query)
-        if expression is not None:
-            lexical = lexical_search(
-                expression, request.collection_id, document_id=request.document_id, limit=pool
-            )
-
+        lexical_future: Future[tuple[LexicalResult | None, float]] | None = None
+        if mode != "vector" and not terms.empty:
+            lexical_future = self._executor().submit(self._lexical_on_own_connection, terms, request, pool)
         semantic: list[tuple[int, float]] = []
+        if mode != "lexical":
+            semantic = self._semantic_arm(request, pool, degraded, timings)
+        lexical: LexicalResult | None = None
+        if lexical_future is not None:
+            lexical, timings["lexical_ms"] = lexical_future.result()
+            if lexical is None:
+                degraded.append("lexical_failed")
+
+        lexical_ranked = lexical.ranked if lexical else []
+        fusion_started = time.perf_counter()
+        if mode == "lexical":
+            fused = _as_fused(lexical_ranked)
+        elif mode == "vector":
+            fused = _as_fused(semantic)
+        elif lexical_ranked and semantic:
+            fused = fuse(strategy, ArmResult("lexical", lexical_ranked), ArmResult("vector", semantic))
+        else:
+            # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
+            fused = reciprocal_rank_fusion([[c for c, _ in (lexical_ranked or semantic)]])
+        timings["fusion_ms"] = (time.perf_counter() - fusion_started) * 1000
+
+        lexical_by_id = {c: (rank, s) for rank, (c, s) in enumerate(lexical_ranked, start=1)}
+        vector_by_id = {c: (rank, s) for rank, (c, s) in enumerate(semantic, start=1)}
+        reranked = self._maybe_rerank(
+            request, fused, lexical_ranked, semantic, started, limit, degraded, timings
+        )
+        if reranked is not None:
+            selected, score_kind, rows = reranked
+        else:
+            selected, score_kind, rows = fused[:limit], "Fusion", None
+        fusion_rank = {c: rank for rank, (c, _) in enumerate(fused, start=1)}
+
+        hydrate_started = time.perf_counter()
+        rows = rows if rows is not None else self._hydrate(request, [c for c, _ in selected])
+        hits = []
+        for chunk_id, score in selected:
+            row = rows.get(chunk_id)
+            if row is None:
+                continue  # deleted or re-indexed between ranking and hydration
+            lexical_hit = lexical_by_id.get(chunk_id)
+            vector_hit = vector_by_id.get(chunk_id)
+            hits.append(
+                Hit(
+                    collection_id=row.collection_id,
+                    document_id=row.document_id,
+                    chunk_id=row.chunk_id,
+                    source_path=row.source_path,
+                    heading_path=row.heading_path,
+                    page=row.page,
+                    start_offset=row.start_offset,
+                    end_offset=row.end_offset,
+                    kind=row.kind,
+                    language=row.language,
+                    symbol=row.symbol,
+                    score=float(score),
+                    score_kind=score_kind,
+                    text=row.text,
+                    lexical_rank=lexical_hit[0] if lexical_hit else None,
+                    vector_rank=vector_hit[0] if vector_hit else None,
+                    lexical_score=lexical_hit[1] if lexical_hit else None,
+                    vector_score=vector_hit[1] if vector_hit else None,
+                    fusion_rank=fusion_rank.get(chunk_id),
+                )
+            )
+        if request.expand_neighbors:
+            hits = [self._with_neighbours(hit) for hit in hits]
+        timings["hydrate_ms"] = (time.perf_counter() - hydrate_started) * 1000
+        explain = SearchExplain(
+            mode=mode,
+            fusion=strategy if mode == "hybrid" else mode,
+            pool=pool,
+            lexical_candidates=len(lexical_ranked),
+            vector_candidates=len(semantic),
+            lexical_plan=lexical.plan if lexical else None,
+            reranked=score_kind == "Rerank",
+            timings_ms={k: round(v, 3) for k, v in timings.items()},
+        )
+        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain)
+
+    # ------------------------------------------------------------ the arms
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbtui-search")
+            return self._pool
+
+    def _lexical_on_own_connection(
+        self, terms: QueryTerms, request: SearchRequest, pool: int
+    ) -> tuple[LexicalResult | None, float]:
+        """The lexical arm on this worker thread's own connection, opened and
+        closed here so it always points at the database the caller uses."""
+        started = time.perf_counter()
+        try:
+            database.connect(reuse_if_open=True)
+            try:
+                result = lexical_candidates(
+                    terms, request.collection_id, document_id=request.document_id, limit=pool
+                )
+            finally:
+                database.close()
+        except Exception as exc:  # noqa: BLE001 - SQLite errors echo query words: type only
+            log.warning("lexical arm failed: %s", type(exc).__name__)
+            result = None
+        return result, (time.perf_counter() - started) * 1000
+
+    def _semantic_arm(
+        self, request: SearchRequest, pool: int, degraded: list[str], timings: dict[str, float]
+    ) -> list[tuple[int, float]]:
         if self.embedder is None:
             degraded.append("embedder_unavailable")
-        elif request.query.strip():
-            try:
-                # embed_query applies the model's query-intent prefix itself.
-                query_vector = self.embedder.embed_query(request.query)
-                semantic = (self.vectors.search if self.vectors is not None else exact_search)(
-                    query_vector,
-                    self.embedder.identity.canonical(),
-                    request.collection_id,
-                    document_id=request.document_id,
-                    limit=pool,
-                )
-            except EmbeddingUnavailable:
-                degraded.append("embedder_unavailable")
-
-        lexical_ranks = {cid: rank for rank, (cid, _) in enumerate(lexical, start=1)}
-        vector_ranks = {cid: rank for rank, (cid, _) in enumerate(semantic, start=1)}
-        fused = reciprocal_rank_fusion([[c for c, _ in lexical], [c for c, _ in semantic]])[:limit]
-        hits = self._hydrate(request.collection_id, fused, lexical_ranks, vector_ranks)
-        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000)
-
-    def _hydrate(self, collection_id, fused, lexical_ranks, vector_ranks) -> list[Hit]:
-        if not fused:
             return []
-        ids = [cid for cid, _ in fused]
-        placeholders = ", ".join("?" for _ in ids)
-        rows = database.execute_sql(
+        if not request.query.strip():
+            return []
+        started = time.perf_counter()
+        try:
+            query_vector = self.embedder.embed_query(request.query[:MAX_QUERY_CHARS])
+            # The identity the query was embedded with: only vectors of exactly it are compared.
+            identity = self.embedder.identity.canonical()
+        except EmbeddingUnavailable as exc:
+            log.info("query embedding unavailable: %s", exc.code)
+            degraded.append("embedder_unavailable")
+            return []
+        except Exception as exc:  # noqa: BLE001 - a broken embedder degrades to lexical-only
+            log.warning("query embedding failed: %s", type(exc).__name__)
+            degraded.append("embedder_unavailable")
+            return []
+        finally:
+            timings["embed_ms"] = (time.perf_counter() - started) * 1000
+        vector_started = time.perf_counter()
+        try:
+            return self._vector_candidates(query_vector, identity, request, pool)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("vector arm failed: %s", type(exc).__name__)
+            degraded.append("vector_failed")
+            return []
+        finally:
+            timings["vector_ms"] = (time.perf_counter() - vector_started) * 1000
+
+    def _vector_candidates(
+        self, query_vector: np.ndarray, identity: str, request: SearchRequest, pool: int
+    ) -> list[tuple[int, float]]:
+        """The one call into the vector store (ANN index when there is one)."""
+        search = self.vectors.search if self.vectors is not None else exact_search
+        return search(query_vector, identity, request.collection_id, document_id=request.document_id, limit=pool)
+
+    # ------------------------------------------------------------ rerank
+
+    def _maybe_rerank(
+        self,
+        request: SearchRequest,
+        fused: list[tuple[Hashable, float]],
+        lexical: Sequence[tuple[int, float]],
+        semantic: Sequence[tuple[int, float]],
+        started: float,
+        limit: int,
+        degraded: list[str],
+        timings: dict[str, float],
+    ) -> tuple[list[tuple[Hashable, float]], str, dict[Hashable, _Row]] | None:
+        """Reranked selection, or None for fusion order (the reason goes in ``degraded``)."""
+        if self.reranker is None or request.mode != "hybrid":
+            return None
+        budget_s = self.config.search_latency_budget_ms / 1000
+        candidates = fused[: self.config.rerank_max_candidates]
+        skip = rerank_skip_reason(
+            candidates=len(candidates),
+            lexical_top=lexical[0][0] if lexical else None,
+            vector_top=semantic[0][0] if semantic else None,
+            elapsed_s=time.perf_counter() - started,
+            budget_s=budget_s,
+            adaptive=self.config.adaptive_reranking,
+        )
+        if skip is not None:
+            degraded.append(f"reranker_{skip}")
+            return None
+        rerank_started = time.perf_counter()
+        rows = self._hydrate(request, [c for c, _ in candidates])
+        present = [(c, s) for c, s in candidates if c in rows]
+        remaining = budget_s - (time.perf_counter() - started)
+        outcome = self.reranker.rerank(
+            request.query[:MAX_QUERY_CHARS], [rows[c].text for c, _ in present], deadline_s=remaining
+        )
+        timings["rerank_ms"] = (time.perf_counter() - rerank_started) * 1000
+        if not outcome.ok:
+            degraded.append(f"reranker_{outcome.code}")
+            if outcome.code != "busy":
+                self._ask_for_warm(RERANKER_TARGET)
+            return None
+        order = sorted(range(len(present)), key=lambda i: (-outcome.scores[i], i))
+        selected = [(present[i][0], outcome.scores[i]) for i in order[:limit]]
+        return selected, "Rerank", rows
+
+    def _ask_for_warm(self, target: str) -> None:
+        if self.request_warm is None:
+            return
+        try:
+            self.request_warm(target)
+        except Exception as exc:  # noqa: BLE001 - a warm request is best effort
+            log.warning("warm request failed: %s", type(exc).__name__)
+
+    # ------------------------------------------------------------ hydration
+
+    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[Hashable]) -> dict[Hashable, _Row]:
+        """The chunks ``chunk_ids`` that are still served in the request's scope."""
+        if not chunk_ids:
+            return {}
+        placeholders = ", ".join("?" for _ in chunk_ids)
+        sql = (
             "SELECT c.id, c.collection_id, c.document_id, c.chunk_uid, c.source_path, c.heading_path, "
             "c.page, c.start_offset, c.end_offset, c.kind, c.language, c.symbol, c.content "
             "FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
             f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
-            f"AND {SERVED_DOCUMENT_SQL}",
-            [*ids, collection_id, collection_id],
-        ).fetchall()
-        by_id = {row[0]: row for row in rows}
-        hits = []
-        for chunk_id, score in fused:
-            row = by_id.get(chunk_id)
-            if row is None:
-                continue  # deleted or re-indexed between ranking and hydration
-            hits.append(
-                Hit(
-                    collection_id=row[1],
-                    document_id=row[2],
-                    chunk_id=row[3],
-                    source_path=row[4],
-                    heading_path=row[5],
-                    page=row[6],
-                    start_offset=row[7],
-                    end_offset=row[8],
-                    kind=row[9],
-                    language=row[10],
-                    symbol=row[11] or None,
-                    score=score,
-                    score_kind="Fusion",
-                    text=row[12],
-                    lexical_rank=lexical_ranks.get(chunk_id),
-                    vector_rank=vector_ranks.get(chunk_id),
-                )
+            f"AND {SERVED_DOCUMENT_SQL}"
+        )
+        params: list[object] = [*chunk_ids, request.collection_id, request.collection_id]
+        if request.document_id is not None:
+            sql += " AND c.document_id = ?"
+            params.append(request.document_id)
+        rows = database.execute_sql(sql, params).fetchall()
+        return {
+            row[0]: _Row(
+                chunk_id=row[3], collection_id=row[1], document_id=row[2], source_path=row[4],
+                heading_path=row[5], page=row[6], start_offset=row[7], end_offset=row[8], kind=row[9],
+                language=row[10], symbol=row[11] or None, text=row[12],
             )
-        return hits
+            for row in rows
+        }
+
+    def _with_neighbours(self, hit: Hit) -> Hit:
+        rows = database.execute_sql(
+            "SELECT c.chunk_uid, c.ordinal, c.heading_path, c.page, c.start_offset, c.end_offset, c.content "
+            "FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+            "JOIN chunk AS t ON t.document_id = c.document_id "
+            "WHERE t.chunk_uid = ? AND c.chunk_uid <> t.chunk_uid "
+            "AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? "
+            f"AND c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL} "
+            "ORDER BY c.ordinal",
+            [hit.chunk_id, NEIGHBOUR_WINDOW, NEIGHBOUR_WINDOW, hit.collection_id, hit.collection_id],
+        ).fetchall()
+        neighbours = tuple(Neighbour(*row) for row in rows)
+        return Hit(**{**hit.__dict__, "neighbors": neighbours})
+
+
+def _as_fused(ranked: Sequence[tuple[int, float]]) -> list[tuple[Hashable, float]]:
+    """A single arm's own order and scores (lexical-only or vector-only mode)."""
+    return [(c, float(s)) for c, s in ranked]

@@ -105,3 +105,17 @@ def test_prewarm_coalesces_and_cools_down_only_after_failure(make_node):
         assert calls == ["fail", "ok", "ok"]
     finally:
         manager.stop()
+
+
+def test_a_search_that_finds_the_reranker_cold_asks_the_running_node_to_warm_it(make_node, tmp_path):
+    from kbtui.retrieval.search import RERANKER_TARGET
+
+    node = make_node()
+    warmed = []
+    with node.pipeline() as runtime:
+        runtime.warmers[RERANKER_TARGET] = lambda: warmed.append("reranker")
+        runtime.prewarm.ask("barrier")
+        node.searcher.request_warm(RERANKER_TARGET)
+        wait_until(lambda: warmed == ["reranker"])
+    node.searcher.request_warm(RERANKER_TARGET)  # no pipeline running: nothing happens
+    assert warmed == ["reranker"]

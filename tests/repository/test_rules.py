@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbtui.repository.paths import normalise_source_path, printable_path
+from kbtui.printable import printable
+from kbtui.repository.paths import normalise_source_path
 from kbtui.repository.rules import SkipReason, path_skip_reason
 
 
@@ -71,11 +72,11 @@ def test_identity_is_nfc_and_invalid_utf8_is_escaped():
 
 
 def test_printable_path_escapes_what_could_fool_a_terminal():
-    assert printable_path("a\nb\tc\rd.md") == "a\\nb\\tc\\rd.md"
-    assert printable_path("evil\u202egnp.md") == "evil\\u202egnp.md"
-    assert printable_path("zero\u200bwidth\u2066.md") == "zero\\u200bwidth\\u2066.md"
-    assert printable_path("esc\x1b[31mred.md") == "esc\\x1b[31mred.md"
-    assert printable_path("東京/notes 📝.md") == "東京/notes 📝.md"
+    assert printable("a\nb\tc\rd.md") == "a\\nb\\tc\\rd.md"
+    assert printable("evil\u202egnp.md") == "evil\\u202egnp.md"
+    assert printable("zero\u200bwidth\u2066.md") == "zero\\u200bwidth\\u2066.md"
+    assert printable("esc\x1b[31mred.md") == "esc\\x1b[31mred.md"
+    assert printable("東京/notes 📝.md") == "東京/notes 📝.md"
 
 
 _raw_paths = st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=4).map(b"/".join)
@@ -91,5 +92,5 @@ def test_any_identity_stays_relative_and_prints_inert(raw):
     assert not identity.startswith("/") and ".." not in parts and "." not in parts
     assert identity == unicodedata.normalize("NFC", identity)
     identity.encode("utf-8")  # storable as SQLite TEXT: no lone surrogates
-    shown = printable_path(identity)
+    shown = printable(identity)
     assert not any(unicodedata.category(c) in {"Cc", "Cf", "Zl", "Zp", "Cs"} for c in shown)

@@ -1,0 +1,282 @@
+"""Search latency at 10k, 100k and 1M chunks of Zipfian text (see search_corpus.py).
+
+Per size, on the cached synthetic knowledge base:
+
+* lexical arm (the planned query of ``kbtui.retrieval.lexical``) against the
+  naive FTS5 query (bm25 over the OR of every query word, scoped) — per query
+  mix: rare words, natural questions ("what is the ..."), only very common
+  words, and long queries;
+* vector arm (the service's vector entry point: the ANN index when the store
+  has one, else the exact SQLite scan) against exact brute force in numpy in
+  the same run: latency and recall@10;
+* whole search (``SearchService.search``, hybrid, 10 hits), excluding query
+  embedding (the query vector is ready) and including it (the query also
+  goes through the configured local provider, when it is installed).
+
+The databases are built once into a cache folder outside the repository
+(``--cache``, default the user cache dir) and reused. Prints a table;
+``--json PATH`` writes the records. Absolute times are noisy on a shared
+machine: compare within one run.
+
+    .venv/bin/python benchmarks/search.py --sizes 10000 100000 1000000 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import platformdirs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from search_corpus import DIM, VECTOR_IDENTITY, SyntheticCorpus, clustered_vectors, open_or_build  # noqa: E402
+
+from kbtui.config import Config  # noqa: E402
+from kbtui.embedding import VectorIdentity  # noqa: E402
+from kbtui.retrieval.fts_query import any_of, parse_query  # noqa: E402
+from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
+from kbtui.retrieval.search import SearchRequest, SearchService  # noqa: E402
+from store import fts  # noqa: E402
+from store.db import database, open_database  # noqa: E402
+from store.models import SERVED_DOCUMENT_SQL  # noqa: E402
+
+POOL = 40
+LIMIT = 10
+COLLECTION = "DEFAULT"
+
+
+@dataclass(frozen=True)
+class Query:
+    mix: str
+    text: str
+    vector: np.ndarray
+
+
+def query_mixes(corpus: SyntheticCorpus, per_mix: int, seed: int) -> list[Query]:
+    rng = np.random.default_rng(seed + 99)
+    words = corpus.vocabulary
+
+    def pick(low: int, high: int, count: int) -> list[str]:
+        return [words[i] for i in rng.integers(low, high, count)]
+
+    openers = ["what is the", "how do i", "where are the", "why is the", "when was the"]
+    queries = []
+    for _ in range(per_mix):
+        queries.append(("rare", " ".join(pick(3_000, len(words), 2))))
+        queries.append(("question", f"{openers[rng.integers(len(openers))]} {' '.join(pick(200, 8_000, 2))}"))
+        queries.append(("common_only", " ".join(pick(0, 60, int(rng.integers(2, 5))))))
+        queries.append(("long", " ".join(pick(0, 100, 4) + pick(100, 3_000, 3) + pick(3_000, len(words), 1))))
+    topics = rng.integers(0, corpus.topics.shape[0], len(queries))
+    vectors = clustered_vectors(rng, corpus.topics, topics)
+    return [Query(mix, text, vectors[i]) for i, (mix, text) in enumerate(queries)]
+
+
+class PreparedQueryEmbedder:
+    """Answers embed_query with the query's prepared vector (the benchmark's own
+    identity); with ``model`` set, each query is also embedded by that real
+    provider first, so its cost is inside the measured time."""
+
+    def __init__(self, vectors: dict[str, np.ndarray], model=None) -> None:
+        self.vectors = vectors
+        self.model = model
+        provider, rest = VECTOR_IDENTITY.split(":", 1)
+        self._identity = VectorIdentity(provider, "clustered", "v1", "native", DIM)
+
+    @property
+    def identity(self) -> VectorIdentity:
+        return self._identity
+
+    def canonical(self) -> str:
+        return VECTOR_IDENTITY
+
+    @property
+    def context_window(self) -> int | None:
+        return None
+
+    def embed_documents(self, texts):
+        raise NotImplementedError
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if self.model is not None:
+            self.model.embed_query(text)
+        return self.vectors[text]
+
+
+def naive_lexical(text: str, limit: int) -> list[int]:
+    """The unplanned arm: bm25 over the OR of every query word, scoped."""
+    expression = any_of(list(parse_query(text).words))
+    if expression is None:
+        return []
+    rows = database.execute_sql(
+        f"SELECT f.rowid, bm25(chunk_fts, {fts._WEIGHTS_SQL}) AS s FROM chunk_fts AS f {fts._SCOPE_SQL} "
+        "AND chunk_fts MATCH ? ORDER BY s LIMIT ?",
+        [COLLECTION, COLLECTION, expression, limit],
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def timed(fn) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = fn()
+    return (time.perf_counter() - started) * 1000, result
+
+
+def summary(size: int, measure: str, samples: list[float], **extra: object) -> dict[str, object]:
+    return {
+        "size": size,
+        "measure": measure,
+        "queries": len(samples),
+        "p50_ms": round(float(np.percentile(samples, 50)), 2) if samples else None,
+        "p95_ms": round(float(np.percentile(samples, 95)), 2) if samples else None,
+        "max_ms": round(max(samples), 2) if samples else None,
+        **extra,
+    }
+
+
+def exact_matrix(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every in-scope vector in memory: the brute-force ground truth."""
+    rows = database.execute_sql(
+        "SELECT v.chunk_id, v.embedding FROM vector AS v JOIN chunk AS c ON c.id = v.chunk_id "
+        "JOIN document AS d ON d.id = c.document_id WHERE v.identity = ? AND c.collection_id = ? "
+        f"AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}",
+        [VECTOR_IDENTITY, COLLECTION, COLLECTION],
+    )
+    ids = np.empty(size, np.int64)
+    matrix = np.empty((size, DIM), np.float32)
+    count = 0
+    for chunk_id, blob in rows:
+        ids[count] = chunk_id
+        matrix[count] = np.frombuffer(blob, "<f4")
+        count += 1
+    return ids[:count], matrix[:count]
+
+
+def vector_store(home: Path):
+    """The store's vector entry point: the ANN indexes when this build has them."""
+    try:
+        from store.vectors import VectorIndexes
+    except ImportError:
+        return None
+    return VectorIndexes(home)
+
+
+def local_model():
+    try:
+        from kbtui.embedding import make_provider
+
+        model = make_provider("local")
+        model.embed_query("warm up")
+        return model
+    except Exception:  # noqa: BLE001 - not installed in this build: excluded-only numbers
+        return None
+
+
+def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: int, model) -> list[dict[str, object]]:
+    size = corpus.size
+    open_database(corpus.database_path)
+    fts.forget_row_counts()
+    queries = query_mixes(corpus, per_mix, seed)
+    records: list[dict[str, object]] = []
+    terms_of = {q.text: parse_query(q.text) for q in queries}
+
+    # Warm the page cache and the row-count cache as a running node would be.
+    for q in queries:
+        lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
+
+    by_mix: dict[str, list[float]] = {}
+    for q in queries:
+        ms, _ = timed(lambda: lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL))
+        by_mix.setdefault(q.mix, []).append(ms)
+    records.append(summary(size, "lexical arm (planned), all mixes", [x for v in by_mix.values() for x in v]))
+    for mix, samples in by_mix.items():
+        records.append(summary(size, f"  lexical arm, {mix}", samples))
+    naive: list[float] = []
+    for mix in by_mix:
+        for q in [q for q in queries if q.mix == mix][:naive_per_mix]:
+            ms, _ = timed(lambda: naive_lexical(q.text, POOL))
+            naive.append(ms)
+    records.append(summary(size, "lexical naive (OR of all words)", naive))
+
+    ids, matrix = exact_matrix(size)
+    exact_times, truth = [], []
+    for q in queries:
+        ms, top = timed(lambda: ids[np.argsort(-(matrix @ q.vector))[:LIMIT]])
+        exact_times.append(ms)
+        truth.append(set(top.tolist()))
+    records.append(summary(size, "vector exact numpy (in memory)", exact_times, recall_at_10=1.0))
+    del matrix
+
+    vectors = vector_store(corpus.home)
+    embedder = PreparedQueryEmbedder({q.text: q.vector for q in queries})
+    service = SearchService(Config(home=corpus.home), embedder, vectors)
+    if vectors is not None:
+        index = vectors.index_for(VECTOR_IDENTITY, DIM)
+        index.ensure_open()
+        index.wait_ready()
+    # Without an ANN index a million-chunk scan reads every vector from SQLite
+    # (seconds per query): measure a few queries only.
+    scan_only = vectors is None and size > 200_000
+    probe = list(zip(queries, truth))[:: max(1, len(queries) // 12)] if scan_only else list(zip(queries, truth))
+    arm_times, recalls = [], []
+    for q, expected in probe:
+        ms, found = timed(lambda: service._vector_candidates(q.vector, VECTOR_IDENTITY, SearchRequest(q.text, COLLECTION), POOL))
+        arm_times.append(ms)
+        recalls.append(len(expected & {c for c, _ in found[:LIMIT]}) / LIMIT)
+    label = "vector arm (ANN index)" if vectors is not None else "vector arm (exact SQLite scan)"
+    records.append(summary(size, label, arm_times, recall_at_10=round(float(np.mean(recalls)), 3)))
+
+    whole = []
+    for q, _ in probe:
+        ms, _ = timed(lambda: service.search(SearchRequest(q.text, COLLECTION, limit=LIMIT)))
+        whole.append(ms)
+    records.append(summary(size, "whole search, embedding excluded", whole))
+    if model is not None:
+        with_model = SearchService(Config(home=corpus.home), PreparedQueryEmbedder(embedder.vectors, model), vectors)
+        samples = []
+        for q, _ in probe:
+            ms, _ = timed(lambda: with_model.search(SearchRequest(q.text, COLLECTION, limit=LIMIT)))
+            samples.append(ms)
+        records.append(summary(size, "whole search, local query embedding included", samples))
+        with_model.close()
+    service.close()
+    if vectors is not None:
+        vectors.close()
+    database.close()
+    return records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--queries-per-mix", type=int, default=50)
+    parser.add_argument("--naive-per-mix", type=int, default=10, help="naive FTS5 queries per mix (slow at 1M)")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
+    parser.add_argument("--json", type=Path, help="also write the records here")
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    model = local_model()
+    records: list[dict[str, object]] = []
+    for size in args.sizes:
+        corpus = open_or_build(args.cache, size, args.seed, log=lambda line: print(line, file=sys.stderr))
+        records.extend(run_size(corpus, args.queries_per_mix, args.naive_per_mix, args.seed, model))
+    print(f"{'size':>9}  {'measure':<46} {'n':>4} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} {'recall@10':>9}")
+    for r in records:
+        recall = r.get("recall_at_10")
+        print(
+            f"{r['size']:>9,}  {r['measure']:<46} {r['queries']:>4} {r['p50_ms']:>8} {r['p95_ms']:>8} "
+            f"{r['max_ms']:>8} {'' if recall is None else recall:>9}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(records, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+"""Text from documents, file names and paths, made safe to print on a terminal.
+
+Anything a document controls (names, headings, paths, chunk text) can carry
+control characters, ANSI escapes, line breaks or BiDi overrides that would
+move the cursor or reorder what the operator sees. They are escaped visibly.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Categories that can move the cursor, reorder text or hide characters.
+_UNSAFE_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Zl", "Zp"}
+
+
+def printable(text: str) -> str:
+    """``text`` with every control, format (BiDi, zero-width) and separator
+    character escaped, so it prints as one inert line."""
+    out: list[str] = []
+    for char in text:
+        if char in _NAMED_ESCAPES:
+            out.append(_NAMED_ESCAPES[char])
+        elif unicodedata.category(char) in _UNSAFE_CATEGORIES:
+            code = ord(char)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(char)
+    return "".join(out)

@@ -1,0 +1,84 @@
+"""`kbtui search` output (snippet, --explain) and `kbtui eval` on a small BEIR directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kbtui.retrieval.eval import load_beir
+from kbtui.retrieval.snippets import snippet
+from tests.conftest import write
+
+
+def test_search_prints_a_short_snippet_with_the_query_terms_marked(run_cli, tmp_path):
+    body = "Intro words. " * 40 + "The flange bearings overheat when lubrication fails. " + "Tail words. " * 40
+    write(tmp_path / "pump.md", "# Pump\n\n" + body)
+    assert run_cli("add", str(tmp_path / "pump.md")).code == 0
+    out = run_cli("search", "bearing lubrication").out
+    line = next(line for line in out.splitlines() if "bearings" in line)
+    assert "…" in line and len(line.strip()) < 260
+    segments = snippet(body, "bearing lubrication")
+    assert [s.text for s in segments if s.highlighted] == ["bearings", "lubrication"]
+
+
+def test_search_explain_shows_arms_plan_and_timings(run_cli, tmp_path):
+    write(tmp_path / "a.md", "# Alpha\n\nThe zebracorn budget is confidential.")
+    write(tmp_path / "b.md", "# Beta\n\nSoup on Fridays.")
+    run_cli("add", str(tmp_path))
+    text = run_cli("search", "what is the zebracorn budget", "--explain").out
+    assert "lexical #1" in text and "vector #" in text
+    assert "ranked" in text and "left out" in text and "ms" in text
+    payload = json.loads(run_cli("search", "what is the zebracorn budget", "--explain", "--json").out)
+    plan = payload["explain"]["lexical_plan"]
+    assert set(plan["ranked"]) == {"zebracorn", "budget"} and "the" in plan["pruned"] and "what" in plan["missing"]
+    assert payload["explain"]["fusion"] == "score_aware"
+    hit = payload["hits"][0]
+    assert hit["lexical_rank"] == 1 and hit["lexical_score"] > 0 and hit["neighbors"] == []
+
+
+def test_search_hostile_query_prints_no_sqlite_error(run_cli, tmp_path):
+    write(tmp_path / "a.md", "# A\n\nalpha")
+    run_cli("add", str(tmp_path / "a.md"))
+    for query in ('"x', "(a OR", "NEAR(a b", "col:foo", "-a"):
+        result = run_cli("search", "--", query)
+        assert result.code == 0 and "fts5" not in (result.out + result.err).lower()
+
+
+def write_beir(root: Path) -> Path:
+    docs = [
+        ("d1", "Wing flutter", "flutter of a swept wing at transonic speed"),
+        ("d2", "Boundary layer", "laminar boundary layer transition on a flat plate"),
+        ("d3", "Heat transfer", "heat transfer in hypersonic flow over a blunt body"),
+        ("d4", "Shock waves", "shock wave interaction with a turbulent boundary layer"),
+    ]
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs))
+    queries = [("q1", "swept wing flutter"), ("q2", "boundary layer transition"), ("q3", "unjudged query")]
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq2\td4\t1\nq2\td3\t0\n")
+    return root
+
+
+def test_beir_loader_keeps_judged_queries_and_positive_grades(tmp_path):
+    collection = load_beir(write_beir(tmp_path / "beir"))
+    assert set(collection.queries) == {"q1", "q2"}
+    assert collection.qrels["q2"] == {"d2": 1, "d4": 1}
+    assert len(collection.documents) == 4
+
+
+def test_kbtui_eval_reports_every_arm_without_touching_the_knowledge_base(run_cli, tmp_path, home):
+    beir = write_beir(tmp_path / "beir")
+    result = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--fusion", "rrf", "--fusion", "score_aware", "--json")
+    assert result.code == 0, result.err
+    records = json.loads(result.out)
+    assert [(r["mode"], r["fusion"]) for r in records] == [
+        ("lexical", None), ("vector", None), ("hybrid", "rrf"), ("hybrid", "score_aware"),
+    ]
+    for record in records:
+        assert {"ndcg_at_10", "recall_at_100", "mrr", "p50_ms", "p95_ms"} <= set(record)
+        assert record["queries"] == 2
+    lexical = records[0]
+    assert lexical["mrr"] == 1.0 and lexical["recall_at_100"] == 1.0
+    assert json.loads(run_cli("ls", "--json").out) == []  # the operator's own knowledge base is untouched
+    table = run_cli("eval", "--beir", str(beir), "--provider", "hash").out
+    assert "nDCG@10" in table and "hybrid (score_aware)" in table
