@@ -333,8 +333,8 @@ class KbtuiApp(App[int]):
     def open_document(self, document_id: str) -> None:
         self.push_screen(DocumentScreen(document_id))
 
-    def open_hit(self, hit: Hit, query: str, fallback_name: str | None) -> None:
-        self.push_screen(HitPreviewScreen(hit, query, fallback_name))
+    def open_hit(self, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
+        self.push_screen(HitPreviewScreen(hit, query, fallback_name, fusion))
 
     def focused_document(self) -> tuple[str, str] | None:
         """(id, name) of the document the operator is looking at, if any."""

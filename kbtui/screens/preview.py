@@ -36,6 +36,17 @@ def highlighted(text: str, query: str) -> Text:
     return rich
 
 
+_SOFT_BREAK = re.compile(r"(?<!\n)\n(?!\n)")
+
+
+def reflow(text: str, kind: str) -> str:
+    """Prose lines joined into paragraphs (the source's wrapping rarely fits the
+    screen); code, tables and lists keep their lines."""
+    if kind != "prose":
+        return text
+    return _SOFT_BREAK.sub(" ", text)
+
+
 def chunk_caption(record: ChunkRecord, is_hit: bool) -> str:
     parts = [("this hit" if is_hit else "neighbour") + f" · chunk {record.ordinal}"]
     if record.heading_path:
@@ -68,19 +79,20 @@ class HitPreviewScreen(KbtuiScreen):
             super().__init__()
             self.records = records
 
-    def __init__(self, hit: Hit, query: str, fallback_name: str | None) -> None:
+    def __init__(self, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
         super().__init__()
         self.title = "Preview"
         self.hit = hit
         self.search_query = query
         self.fallback_name = fallback_name
+        self.fusion = fusion
 
     def compose(self) -> ComposeResult:
         heading = Text(hit_title(self.hit, self.fallback_name), style="bold")
         where = inert(self.hit.source_path) or self.fallback_name or self.hit.document_id[:12]
         page = f" · p.{self.hit.page}" if self.hit.page is not None else ""
         heading.append(f"\n{where}{page} · {self.hit.score_kind} {self.hit.score:.4f} · ", style="dim")
-        heading.append_text(explain_text(self.hit))
+        heading.append_text(explain_text(self.hit, self.fusion))
         yield Static(heading, id="preview-heading")
         yield VerticalScroll(Static(Text("Loading…")), id="preview-chunks")
         yield Footer()
@@ -104,7 +116,8 @@ class HitPreviewScreen(KbtuiScreen):
         for record in message.records:
             is_hit = record.chunk_id == self.hit.chunk_id
             body = Text(chunk_caption(record, is_hit) + "\n", style="bold" if is_hit else "dim")
-            body.append_text(highlighted(record.text, self.search_query) if is_hit else Text(inert(record.text)))
+            text = reflow(record.text, record.kind)
+            body.append_text(highlighted(text, self.search_query) if is_hit else Text(inert(text)))
             widgets.append(Static(body, classes="chunk -hit" if is_hit else "chunk"))
         await container.mount_all(widgets)
         target = next((w for w in widgets if w.has_class("-hit")), None)

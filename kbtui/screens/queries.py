@@ -14,7 +14,7 @@ from pathlib import Path
 
 from actors.status_writer import STATUS_FILE_NAME
 from kbtui.messages import CatalogSnapshot, NodeQueue
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from store import Store, catalog
 from store.blobs import open_name
 from store.db import database
@@ -48,7 +48,7 @@ class NameCache:
         cached = self._names.get(document_id)
         if cached is None:
             try:
-                cached = printable_path(open_name(self._store.node_key, document_id, bytes(sealed)))
+                cached = printable(open_name(self._store.node_key, document_id, bytes(sealed)))
             except Exception:  # noqa: BLE001 - a damaged name must not hide the document
                 cached = f"(unreadable name) {document_id[:12]}"
             self._names[document_id] = cached
@@ -191,7 +191,7 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
         for h in StatusHistory.select().where(StatusHistory.document == document_id).order_by(StatusHistory.id)
     )
     sections = tuple(
-        SectionEntry(s.ordinal, printable_path(s.heading_path), s.level, s.page, s.start_offset, s.end_offset)
+        SectionEntry(s.ordinal, printable(s.heading_path), s.level, s.page, s.start_offset, s.end_offset)
         for s in Section.select().where(Section.document == document_id).order_by(Section.ordinal)
     )
     chunk_query = (
@@ -204,8 +204,8 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
         .limit(MAX_DETAIL_CHUNKS)
     )
     chunks = tuple(
-        ChunkEntry(ordinal, uid, printable_path(heading), kind, page, start, end, tokens,
-                   printable_path(" ".join(content[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
+        ChunkEntry(ordinal, uid, printable(heading), kind, page, start, end, tokens,
+                   printable(" ".join(content[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
         for ordinal, uid, heading, kind, page, start, end, tokens, content in chunk_query.tuples()
     )
     return DocumentDetail(
@@ -216,7 +216,7 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
         reason=doc.failure_reason,
         progress=doc.progress or 0.0,
         format=doc.format,
-        source_path=None if doc.source_path is None else printable_path(doc.source_path),
+        source_path=None if doc.source_path is None else printable(doc.source_path),
         size_bytes=doc.size_bytes,
         chunk_count=doc.chunk_count,
         vector_identity=doc.vector_identity,

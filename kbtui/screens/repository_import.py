@@ -25,7 +25,7 @@ from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection, KbtuiError
 from kbtui.messages import ImportFinished, ImportProgressed
 from kbtui.repository.importer import ImportFailed, ImportReport, import_repository
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from kbtui.repository.scan import ScanLimits
 from kbtui.tools.reads import thread_connection
 from kbtui.widgets.cells import full_time, human_size
@@ -127,8 +127,8 @@ class ImportScreen(KbtuiScreen):
             self.query_one("#import-summary", Static).update(Text(NO_REPOSITORIES))
             return
         for repository in self.registered:
-            label = Text(printable_path(repository.name), style="bold")
-            label.append(f"  {printable_path(repository.root)}", style="dim")
+            label = Text(printable(repository.name), style="bold")
+            label.append(f"  {printable(repository.root)}", style="dim")
             last = "never imported" if repository.last_import_at is None else (
                 f"last import {full_time(repository.last_import_at)} {repository.last_import_status}"
             )

@@ -148,6 +148,7 @@ class SearchScreen(KbtuiScreen):
         results.show(
             response.hits, self.query_text, explain=self.explain, names=self.names,
             width=results.size.width or self.app.size.width,
+            fusion=response.explain.fusion if response.explain is not None else None,
         )
         count = len(response.hits)
         summary = f"{count} hit{'s' if count != 1 else ''} in {self.app.collection_id}"
@@ -172,7 +173,8 @@ class SearchScreen(KbtuiScreen):
         if self.response is None or event.option.id is None:
             return
         hit = self.response.hits[int(event.option.id)]
-        self.app.open_hit(hit, self.query_text, self.names.get(hit.document_id))
+        fusion = self.response.explain.fusion if self.response.explain is not None else None
+        self.app.open_hit(hit, self.query_text, self.names.get(hit.document_id), fusion)
 
     def action_focus_results(self) -> None:
         results = self.query_one(HitList)

@@ -11,7 +11,7 @@ import time
 
 from rich.text import Text
 
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from store.models import Status
 
 STATUS_STYLES = {
@@ -63,4 +63,4 @@ def inert(text: str) -> str:
     """Document-supplied text made safe to show: control, BiDi and zero-width
     characters escaped (so nothing can reorder or hide what is on screen),
     line breaks kept."""
-    return "\n".join(printable_path(line) for line in text.split("\n"))
+    return "\n".join(printable(line) for line in text.split("\n"))

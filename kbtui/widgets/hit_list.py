@@ -10,21 +10,25 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from kbtui.chunking import HEADING_SEPARATOR
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 from kbtui.retrieval.search import Hit
 from kbtui.widgets.snippet import highlighted_snippet
 
 TRAIL_SEPARATOR = " › "
 
-# Plain words for the degradation codes search reports.
+# Plain words for the degradation codes search reports (kbtui.retrieval.search).
 DEGRADATION_TEXT = {
-    "embedder_unavailable": "the embedding model is unavailable, so only word (lexical) matches are shown",
-    "embedder_slow": "the embedding model was too slow, so only word (lexical) matches are shown",
-    "reranker_unavailable": "the reranker is unavailable; results are in fusion order",
-    "reranker_cold": "the reranker is not running yet; results are in fusion order",
-    "reranker_busy": "the reranker is busy; results are in fusion order",
-    "reranker_skipped": "reranking was skipped; results are in fusion order",
-    "reranker_deadline": "the reranker ran out of time; results are in fusion order",
+    "embedder_unavailable": "the embedding model is unavailable, so only word matches are shown",
+    "vector_failed": "the meaning (vector) search failed, so only word matches are shown",
+    "lexical_failed": "the word (lexical) search failed, so only meaning matches are shown",
+    "reranker_cold": "the reranker is not running yet (it is being started); fusion order",
+    "reranker_busy": "the reranker is busy; fusion order",
+    "reranker_deadline": "the reranker ran out of time; fusion order",
+    "reranker_malformed": "the reranker answered nonsense; fusion order",
+    "reranker_failed": "the reranker failed; fusion order",
+    "reranker_skipped_agree": "reranking skipped: both arms agree on the top hit",
+    "reranker_skipped_small_pool": "reranking skipped: too few candidates",
+    "reranker_skipped_budget": "reranking skipped: the time budget was spent",
 }
 
 
@@ -36,12 +40,16 @@ def degradation_text(codes: Sequence[str]) -> str:
 def hit_title(hit: Hit, fallback_name: str | None) -> str:
     """The heading trail, else the source path, else the operator's own file name."""
     if hit.heading_path:
-        return printable_path(hit.heading_path).replace(HEADING_SEPARATOR, TRAIL_SEPARATOR)
-    return printable_path(hit.source_path) or fallback_name or f"document {hit.document_id[:12]}"
+        return printable(hit.heading_path).replace(HEADING_SEPARATOR, TRAIL_SEPARATOR)
+    return printable(hit.source_path) or fallback_name or f"document {hit.document_id[:12]}"
 
 
-def explain_text(hit: Hit) -> Text:
-    """Why the hit ranked: each arm's rank and how the score was made."""
+FUSION_WORDS = {"rrf": "rank fusion (RRF)", "score_aware": "score-aware fusion", "convex": "convex fusion"}
+
+
+def explain_text(hit: Hit, fusion: str | None = None) -> Text:
+    """Why the hit ranked: each arm's rank and how the score was made
+    (``fusion`` is the strategy the search used, when known)."""
     arms = []
     if hit.lexical_rank is not None:
         arms.append(f"words #{hit.lexical_rank}")
@@ -54,17 +62,23 @@ def explain_text(hit: Hit) -> Text:
         why = f"{arms[0]} only ({missing})"
     else:
         why = ", ".join(arms) + " (both arms)"
-    how = "reranked by the cross-encoder" if hit.score_kind == "Rerank" else "fused by RRF"
+    if hit.score_kind == "Rerank":
+        moved = f" from fused #{hit.fusion_rank}" if hit.fusion_rank is not None else ""
+        how = f"reranked by the cross-encoder{moved}"
+    else:
+        how = "by " + FUSION_WORDS.get(fusion or "", fusion or "rank fusion")
     return Text(f"why: {why} · {how}", style="italic")
 
 
-def hit_prompt(rank: int, hit: Hit, query: str, *, width: int, explain: bool, fallback_name: str | None) -> Text:
+def hit_prompt(
+    rank: int, hit: Hit, query: str, *, width: int, explain: bool, fallback_name: str | None, fusion: str | None = None
+) -> Text:
     """The lines one hit takes in the list."""
     width = max(20, width)
     prompt = Text(no_wrap=True, overflow="ellipsis")
     prompt.append(f"{rank:>2}. ", style="bold")
     prompt.append(hit_title(hit, fallback_name), style="bold")
-    meta = [printable_path(hit.source_path) or fallback_name or hit.document_id[:12]]
+    meta = [printable(hit.source_path) or fallback_name or hit.document_id[:12]]
     if hit.page is not None:
         meta.append(f"p.{hit.page}")
     if hit.kind and hit.kind != "prose":
@@ -76,7 +90,7 @@ def hit_prompt(rank: int, hit: Hit, query: str, *, width: int, explain: bool, fa
     prompt.append_text(highlighted_snippet(hit.text, query, width - 6))
     if explain:
         prompt.append("\n    ")
-        prompt.append_text(explain_text(hit))
+        prompt.append_text(explain_text(hit, fusion))
     return prompt
 
 
@@ -84,13 +98,15 @@ class HitList(OptionList):
     """The results; the option id is the hit's index in the response."""
 
     def show(
-        self, hits: Sequence[Hit], query: str, *, explain: bool, names: Mapping[str, str], width: int
+        self, hits: Sequence[Hit], query: str, *, explain: bool, names: Mapping[str, str], width: int,
+        fusion: str | None = None,
     ) -> None:
         highlighted = self.highlighted
         self.clear_options()
         self.add_options(
             Option(
-                hit_prompt(rank, hit, query, width=width, explain=explain, fallback_name=names.get(hit.document_id)),
+                hit_prompt(rank, hit, query, width=width, explain=explain, fallback_name=names.get(hit.document_id),
+                           fusion=fusion),
                 id=str(rank - 1),
             )
             for rank, hit in enumerate(hits, start=1)

@@ -6,7 +6,7 @@ import re
 
 from rich.text import Text
 
-from kbtui.repository.paths import printable_path
+from kbtui.printable import printable
 
 HIGHLIGHT_STYLE = "bold reverse"
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -22,7 +22,7 @@ def query_terms(query: str) -> list[str]:
 def highlighted_snippet(text: str, query: str, width: int) -> Text:
     """At most ``width`` characters of ``text`` (whitespace collapsed), starting a
     little before the first query word, with every query word highlighted."""
-    flat = printable_path(" ".join(text.split()))
+    flat = printable(" ".join(text.split()))
     terms = query_terms(query)
     pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE) if terms else None
     start = 0

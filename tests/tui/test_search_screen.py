@@ -9,6 +9,7 @@ from textual.widgets import Static
 from kbtui.embedding import EmbeddingUnavailable
 from kbtui.retrieval.search import SearchService
 from kbtui.screens.search import SearchScreen
+from kbtui.widgets.hit_list import FUSION_WORDS
 from tests.tui.conftest import fast_options, make_app, type_text, wait_until
 
 
@@ -73,7 +74,7 @@ def test_explain_shows_each_arms_rank(indexed_node, utc):
             await wait_until(lambda: all("why:" in p for p in prompts(screen)))
             top = screen.response.hits[0]
             assert f"words #{top.lexical_rank}" in prompts(screen)[0]
-            assert "fused by RRF" in prompts(screen)[0]
+            assert f"by {FUSION_WORDS[screen.response.explain.fusion]}" in prompts(screen)[0]
             assert "explain on" in str(screen.query_one("#search-heading", Static).content)
 
     asyncio.run(run())
