@@ -32,6 +32,7 @@ from textual.worker import Worker, WorkerState
 from actors.events import DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.bridge import TuiBridge
+from kbtui.cli import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.commands import KbtuiCommands
 from kbtui.config import Config
@@ -397,8 +398,6 @@ class KbtuiApp(App[int]):
     @work(thread=True, group="catalog", exit_on_error=False)
     def add_path(self, raw: str, collection_id: str) -> None:
         """Add a file (or every supported file under a directory) as Pending documents."""
-        from kbtui.cli import collect_files
-
         files = collect_files([os.path.expanduser(raw)])
         created = present = refused = 0
         with thread_connection():

@@ -99,13 +99,6 @@ class DocumentsChanged(Message):
 
 
 @dataclass
-class CollectionSwitched(Message):
-    """The active collection changed."""
-
-    collection_id: str
-
-
-@dataclass
 class SearchFinished(Message):
     """A search worker answered (``generation`` says which keystroke it was for)."""
 

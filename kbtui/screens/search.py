@@ -65,6 +65,7 @@ class SearchScreen(KbtuiScreen):
         self.explain = False
         self.query_text = ""
         self.response: SearchResponse | None = None
+        self.answered_query = ""  # the text ``response`` answers
         self.names: dict[str, str] = {}
         self._debounce: Timer | None = None
 
@@ -138,6 +139,7 @@ class SearchScreen(KbtuiScreen):
         if message.generation != self.generation:
             return  # an older keystroke's answer
         self.response = message.response
+        self.answered_query = message.query
         self._render_results()
 
     def _render_results(self) -> None:

@@ -11,6 +11,7 @@ import time
 
 from rich.text import Text
 
+from kbtui.cli import human_size  # noqa: F401 - one size format for the CLI and the UI
 from kbtui.printable import printable
 from store.models import Status
 
@@ -34,16 +35,6 @@ def status_cell(status: str, progress: float, reason: str | None, *, bar: bool =
         filled = max(0, min(BAR_WIDTH, math.ceil(progress * BAR_WIDTH)))
         text.append(" " + "▰" * filled + "▱" * (BAR_WIDTH - filled), style="cyan")
     return text
-
-
-def human_size(size: int) -> str:
-    """``812 B``, ``3.4 KiB``, ``1.2 MiB``."""
-    value = float(size)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{size} B"
 
 
 def short_time(at: float, now: float) -> str:

@@ -79,14 +79,21 @@ class IngestHeader(Horizontal):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._depths: deque[float] = deque([0.0] * SPARKLINE_SAMPLES, maxlen=SPARKLINE_SAMPLES)
+        self._shown: tuple[str, str, NodeQueue | None, float] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="ingest-summary")
         yield Sparkline(list(self._depths), id="queue-sparkline", summary_function=max)
 
     def show(self, mode: str, collection_id: str, queue: NodeQueue | None, rate: float) -> None:
+        self._shown = (mode, collection_id, queue, rate)
         wide = self.size.width >= 110
         self.query_one("#ingest-summary", Static).update(header_text(mode, collection_id, queue, rate, wide=wide))
+
+    def on_resize(self) -> None:
+        # The wording depends on the width: say it again once the width is known or changes.
+        if self._shown is not None:
+            self.show(*self._shown)
 
     def record_depth(self, depth: int) -> None:
         self._depths.append(float(depth))

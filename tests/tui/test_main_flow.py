@@ -54,12 +54,10 @@ def test_add_watch_search_open_delete(tui_node, tmp_path):
             await wait_until(lambda: isinstance(app.screen, SearchScreen))
             await type_text(pilot, "rotate tls")
             search = app.screen
-            await wait_until(lambda: search.response is not None and search.response.hits)
-            await wait_until(lambda: search.query_one("#search-results").option_count > 0)
-            top = search.response.hits[0]
-            assert "TLS certificate rotation" in top.heading_path
-            status = str(search.query_one("#search-status", Static).content)
-            assert status.startswith("10 hits in DEFAULT")
+            await wait_until(lambda: search.answered_query == "rotate tls"
+                             and str(search.query_one("#search-status", Static).content).startswith("10 hits in DEFAULT"))
+            assert search.query_one("#search-results").option_count == 10
+            assert "TLS certificate rotation" in search.response.hits[0].heading_path
 
             await pilot.press("down", "enter")
             await wait_until(lambda: isinstance(app.screen, HitPreviewScreen))
