@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml Makefile
 # The main job: index the bundled sample corpus and search it.
 demo: setup
 	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui add examples/
-	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search "how do I rotate TLS certificates"
-	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search "restore the database to a point in time"
+	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search --limit 3 "how do I rotate TLS certificates"
+	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search --limit 3 "restore the database to a point in time"
 
 # The whole test suite. pytest's exit code 5 ("no tests collected") fails loudly.
 test: setup

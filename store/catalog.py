@@ -9,9 +9,10 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from peewee import IntegrityError
@@ -86,9 +87,40 @@ def add_document(
     existing = _upload_with_hash(collection_id, content_hash)
     if existing is not None:
         return _readd_existing(existing)
+    try:
+        with open(source, "rb") as handle:
+            document_id = create_document(
+                store, collection_id, handle,
+                content_hash=content_hash, display_name=display_name, fmt=fmt,
+            )
+    except IntegrityError:
+        # Another process added the same bytes between our check and insert.
+        existing = _upload_with_hash(collection_id, content_hash)
+        if existing is None:
+            raise
+        return _readd_existing(existing)
+    return AddOutcome(document_id, True, Status.PENDING.value)
+
+
+def create_document(
+    store: Store,
+    collection_id: str,
+    source: BinaryIO,
+    *,
+    content_hash: str,
+    display_name: str,
+    fmt: str,
+    source_path: str | None = None,
+    also: Callable[[str], None] | None = None,
+) -> str:
+    """Write the encrypted blob, then the Pending row (and ``also(document_id)``,
+    e.g. a repository link) in one transaction; return the new document id.
+
+    A crash between the two leaves only an orphan blob (swept at start-up); a
+    failed transaction deletes the blob it wrote.
+    """
     document_id = uuid.uuid4().hex
-    with open(source, "rb") as handle:
-        size = store.blobs.write(document_id, handle, expected_sha256=content_hash)
+    size = store.blobs.write(document_id, source, expected_sha256=content_hash)
     now = time.time()
     try:
         with database.atomic():
@@ -99,21 +131,19 @@ def add_document(
                 content_hash=content_hash,
                 display_name=seal_name(store.node_key, document_id, display_name),
                 format=fmt,
-                source_path=None,
+                source_path=source_path,
                 size_bytes=size,
                 status=Status.PENDING.value,
                 created_at=now,
                 updated_at=now,
             )
             StatusHistory.create(document=document_id, status=Status.PENDING.value, at=now)
-    except IntegrityError:
-        # Another process added the same bytes between our check and insert.
+            if also is not None:
+                also(document_id)
+    except BaseException:
         store.blobs.delete(document_id)
-        existing = _upload_with_hash(collection_id, content_hash)
-        if existing is None:
-            raise
-        return _readd_existing(existing)
-    return AddOutcome(document_id, True, Status.PENDING.value)
+        raise
+    return document_id
 
 
 def _upload_with_hash(collection_id: str, content_hash: str) -> Document | None:

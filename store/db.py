@@ -31,6 +31,9 @@ PRAGMAS = [
     ("journal_mode", "wal"),
     ("foreign_keys", 1),
     ("synchronous", "normal"),
+    # After a checkpoint, truncate the WAL file back to this size: a reader
+    # that once held the WAL open must not leave a huge file behind.
+    ("journal_size_limit", 64 * 1024 * 1024),
 ]
 
 

@@ -20,7 +20,7 @@ from peewee import JOIN, BlobField, FloatField, ForeignKeyField, IntegrityError,
 from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
-from store.catalog import ensure_collection, purge_document
+from store.catalog import create_document, purge_document
 from store.db import database
 from store.models import BaseModel, Document, Status, StatusHistory
 
@@ -219,30 +219,11 @@ def add_repository_document(
 
     A crash between the two leaves only an orphan blob (swept at start-up).
     """
-    document_id = uuid.uuid4().hex
-    size = store.blobs.write(document_id, io.BytesIO(data), expected_sha256=content_hash)
-    now = time.time()
-    try:
-        with database.atomic():
-            ensure_collection(collection_id)
-            Document.create(
-                id=document_id,
-                collection=collection_id,
-                content_hash=content_hash,
-                display_name=seal_name(store.node_key, document_id, display_name),
-                format=fmt,
-                source_path=source_path,
-                size_bytes=size,
-                status=Status.PENDING.value,
-                created_at=now,
-                updated_at=now,
-            )
-            StatusHistory.create(document=document_id, status=Status.PENDING.value, at=now)
-            RepositoryDocument.create(document=document_id, repository=repository_id)
-    except BaseException:
-        store.blobs.delete(document_id)
-        raise
-    return document_id
+    return create_document(
+        store, collection_id, io.BytesIO(data),
+        content_hash=content_hash, display_name=display_name, fmt=fmt, source_path=source_path,
+        also=lambda document_id: RepositoryDocument.create(document=document_id, repository=repository_id),
+    )
 
 
 def update_repository_document(

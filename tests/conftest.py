@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+import pykka
 import pytest
 
 from kbtui.cli import main
@@ -71,6 +73,23 @@ def node(home: Path):
     opened = Node.open(Config.load(home))
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def make_node(home):
+    """Open a node on the test's data directory with config overrides; actors stopped after."""
+    opened: list[Node] = []
+
+    def make(**overrides: object) -> Node:
+        config = dataclasses.replace(Config.load(home), **overrides)
+        node = Node.open(config)
+        opened.append(node)
+        return node
+
+    yield make
+    pykka.ActorRegistry.stop_all()
+    for node in opened:
+        node.close()
 
 
 @dataclass

@@ -9,8 +9,12 @@ union of every id either arm returned.
 * ``score_aware``: RRF whose every contribution is tilted by the arm's own
   min-max normalised score, ``1/(k + rank) * (1 + weight * norm)``, so a rank
   whose score sits far above its arm's floor outranks an equally ranked but
-  marginal one. An arm whose scores are empty, single, constant or not
-  finite carries no such signal and contributes plain RRF.
+  marginal one. An arm whose scores are single or constant carries no such
+  signal and contributes rank-only RRF, scaled as though each entry sat at
+  its arm's top (it does: there is no spread). The reference design scales
+  it by 1 instead, which lets the other arm's tilted ranks bury it: a rare
+  keyword found by the lexical arm alone lost to every vector-only hit. An
+  arm with non-finite scores contributes plain, untilted RRF.
 * ``convex``: a convex combination of min-max normalised scores
   (``alpha`` for the vector arm); an id missing from an arm counts as that
   arm's floor. Falls back to RRF when either arm has no usable scores.
@@ -71,9 +75,15 @@ def score_aware_fusion(
     """RRF tilted by each arm's normalised score (see the module docstring)."""
     scores: dict[Hashable, float] = {}
     for arm in arms:
-        normalised = normalised_scores([s for _, s in arm.ranked])
-        for rank, (item, _) in enumerate(arm.ranked, start=1):
-            tilt = 1.0 if normalised is None else 1.0 + weight * normalised[rank - 1]
+        raw = [s for _, s in arm.ranked]
+        normalised = normalised_scores(raw)
+        if normalised is None:
+            # No spread to read: every entry is at the arm's top (or the scores are broken).
+            flat = 1.0 + weight if all(math.isfinite(s) for s in raw) else 1.0
+            normalised_tilts = [flat] * len(raw)
+        else:
+            normalised_tilts = [1.0 + weight * n for n in normalised]
+        for rank, ((item, _), tilt) in enumerate(zip(arm.ranked, normalised_tilts), start=1):
             scores[item] = scores.get(item, 0.0) + tilt / (k + rank)
     return _sorted(scores)
 

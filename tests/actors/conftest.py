@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import pykka
-import pytest
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
 from actors.listener import EventListener
-from kbtui.config import Config
 from kbtui.embedding import EmbeddingUnavailable
 from kbtui.embedding.hashing import HashEmbedder
 from kbtui.node import Node
@@ -77,22 +73,6 @@ class ControlledEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
-
-
-@pytest.fixture
-def make_node(home):
-    opened: list[Node] = []
-
-    def make(**overrides: object) -> Node:
-        config = dataclasses.replace(Config.load(home), **overrides)
-        node = Node.open(config)
-        opened.append(node)
-        return node
-
-    yield make
-    pykka.ActorRegistry.stop_all()
-    for node in opened:
-        node.close()
 
 
 def add_documents(node: Node, tmp_path, count: int, *, collection: str = "DEFAULT", words: int = 30) -> list[str]:

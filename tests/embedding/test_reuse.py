@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbtui.embedding import EmbeddingUnavailable, VectorIdentity
+from kbtui.embedding import VectorIdentity
 from kbtui.embedding.hashing import HashEmbedder
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, ReuseKey, VectorCache
 from kbtui.chunking import CHUNKER_VERSION

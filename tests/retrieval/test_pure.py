@@ -79,10 +79,19 @@ def test_normalisation_carries_no_signal_for_single_constant_or_non_finite_score
     assert normalised_scores([3.0, 1.0, 2.0]) == [1.0, 0.0, 0.5]
 
 
-def test_score_aware_falls_back_to_rrf_for_an_arm_without_signal():
+def test_score_aware_falls_back_to_rrf_order_for_arms_without_signal():
     lexical = ArmResult("lexical", [("a", 5.0), ("b", 5.0)])
     vector = ArmResult("vector", [("c", 0.9)])
-    assert score_aware_fusion([lexical, vector]) == reciprocal_rank_fusion([["a", "b"], ["c"]])
+    rrf = reciprocal_rank_fusion([["a", "b"], ["c"]])
+    assert [i for i, _ in score_aware_fusion([lexical, vector])] == [i for i, _ in rrf]
+
+
+def test_a_lone_lexical_match_is_not_buried_by_the_other_arms_tilt():
+    # A rare keyword only the lexical arm finds, against a vector arm with a spread of scores.
+    lexical = ArmResult("lexical", [("keyword-chunk", 7.5)])
+    vector = ArmResult("vector", [(f"v{i}", 0.30 - i * 0.001) for i in range(40)])
+    fused = [i for i, _ in score_aware_fusion([lexical, vector])]
+    assert fused.index("keyword-chunk") <= 1
 
 
 def test_score_aware_prefers_a_rank_far_above_its_arms_floor():
