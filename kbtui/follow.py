@@ -59,6 +59,8 @@ def follow_documents(
     ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr."""
     ids = list(document_ids)
     show = sys.stderr.isatty() if show_progress is None else show_progress
+    # Reading the statuses of a large batch costs: look less often, up to once a second.
+    poll_s = min(max(poll_s, len(ids) / 10_000), 1.0)
     progress = Progress(
         TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         TextColumn("{task.fields[stages]}"),

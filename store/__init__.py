@@ -25,7 +25,13 @@ class Store:
     node_key: bytes
 
     def close(self) -> None:
-        self.db.close()
+        # SQLite's advice for long-lived connections: refresh the planner's
+        # statistics where they went stale (cheap when nothing changed).
+        try:
+            if not self.db.is_closed():
+                self.db.execute_sql("PRAGMA optimize")
+        finally:
+            self.db.close()
 
 
 def open_store(home: Path) -> Store:

@@ -141,9 +141,12 @@ def committed_vectors(
     for start in range(0, len(wanted), _SQL_VARIABLES):
         batch = wanted[start : start + _SQL_VARIABLES]
         placeholders = ", ".join("?" for _ in batch)
+        # CROSS JOIN fixes the join order: start from the content-hash index.
+        # Left to itself the planner scanned every vector of the identity, once
+        # per document, which made ingestion quadratic in the corpus size.
         rows = database.execute_sql(
             "SELECT c.content_hash, v.embedding FROM chunk AS c "
-            "JOIN vector AS v ON v.chunk_id = c.id JOIN document AS d ON d.id = c.document_id "
+            "CROSS JOIN vector AS v ON v.chunk_id = c.id CROSS JOIN document AS d ON d.id = c.document_id "
             f"WHERE c.content_hash IN ({placeholders}) AND v.identity = ? AND v.dim = ? "
             "AND d.parser_version = ? AND d.chunker_version = ?",
             [*batch, identity, dim, parser_version, chunker_version],
