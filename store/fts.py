@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from kbtui.retrieval.fts_query import all_of, any_of, quoted
+from kbtui.retrieval.fts_query import all_of, any_of, quoted, weighted_any_of
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
 
@@ -116,10 +116,12 @@ def ranked_matches(
     *,
     document_id: str | None = None,
     limit: int,
+    repeats: Sequence[int] = (),
 ) -> list[tuple[int, float]]:
     """Chunk ids and BM25 scores (higher is better) of served chunks in scope
-    that hold any of ``words``, best first."""
-    expression = any_of(list(words))
+    that hold any of ``words``, best first. ``repeats`` (same order as
+    ``words``) is each word's query-term frequency; missing means once."""
+    expression = weighted_any_of(list(words), dict(zip(words, repeats)))
     if expression is None:
         return []
     scope_sql, scope_params = _scope(collection_id, document_id)

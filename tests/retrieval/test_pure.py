@@ -8,8 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbtui.retrieval.eval import ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
-from kbtui.retrieval.fts_query import MAX_TERMS, parse_query
-from kbtui.retrieval.fusion import ArmResult, convex_fusion, normalised_scores, reciprocal_rank_fusion, score_aware_fusion
+from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, MAX_REPEATS, MAX_TERMS, STOP_WORDS, parse_query, weighted_any_of
+from kbtui.retrieval.fusion import (
+    ArmResult, convex_fusion, distribution_normalised_scores, normalised_scores, reciprocal_rank_fusion,
+    score_aware_fusion,
+)
 from kbtui.retrieval.lexical import ROW_BUDGET, plan_words
 from kbtui.retrieval.rerank import parse_rerank_response, rerank_skip_reason
 
@@ -33,8 +36,29 @@ def test_cjk_runs_are_kept_apart_from_words_and_emoji_are_not_terms():
 @given(st.text())
 def test_any_text_parses_into_at_most_max_terms_quote_free_terms(text):
     terms = parse_query(text)
-    assert len(terms.words) + len(terms.cjk_runs) <= MAX_TERMS
+    content = [w for w in terms.words if w not in STOP_WORDS]
+    assert len(content) + len(terms.cjk_runs) <= MAX_TERMS
+    assert len(terms.words) - len(content) <= MAX_TERMS
     assert not any('"' in t for t in terms.words + terms.cjk_runs)
+    assert len(terms.repeats) == len(terms.words) and all(1 <= r <= MAX_REPEATS for r in terms.repeats)
+
+
+def test_a_word_said_several_times_counts_that_often_up_to_the_cap():
+    terms = parse_query("Titles, titles and TITLES: what makes titles useful? titles again")
+    assert terms.repeats_of()["titles"] == MAX_REPEATS
+    assert terms.repeats_of()["useful"] == 1
+    assert weighted_any_of(["titles", "useful"], terms.repeats_of()) == " OR ".join(['"titles"'] * MAX_REPEATS + ['"useful"'])
+
+
+def test_stop_words_do_not_use_up_the_content_term_cap():
+    words = [f"term{i}" for i in range(MAX_TERMS)]
+    query = " ".join(f"the {w} of what" for w in words)
+    assert [w for w in parse_query(query).words if w not in STOP_WORDS] == words
+
+
+def test_only_the_first_max_query_chars_are_looked_at():
+    query = "a " * (MAX_QUERY_CHARS // 2) + "needle"
+    assert "needle" not in parse_query(query).words
 
 
 def test_plan_drops_stop_words_and_missing_words_but_keeps_a_stop_word_only_query():
@@ -56,6 +80,14 @@ def test_plan_ranks_rarest_words_within_the_row_budget():
     plan = plan_words(list(counts), counts, 10_000_000)
     assert plan.ranked == ("c3", "a1")  # 3000 + 4000 fit; + 5000 would not
     assert plan.pruned == ("b2",)
+
+
+def test_plan_counts_a_repeated_word_once_per_repeat_against_the_budget():
+    counts = {"a1": 4500, "c3": 3000}
+    plan = plan_words(list(counts), counts, 10_000_000, repeats={"c3": 2, "a1": 1})
+    assert plan.ranked == ("c3",) and plan.repeats == (2,)  # 6000 + 4500 would pass the budget
+    alone = plan_words(["c3"], {"c3": 6000}, 10_000_000, repeats={"c3": 3})
+    assert alone.ranked == ("c3",) and alone.repeats == (1,)  # fits once: ranked without its repeats
 
 
 def test_plan_falls_back_to_newest_matches_when_every_word_is_over_budget():
@@ -97,6 +129,23 @@ def test_score_aware_still_lets_agreement_beat_one_arms_top():
     lexical = ArmResult("lexical", [("pg", 3.0)])
     vector = ArmResult("vector", [("ssh", 0.02), ("pg", 0.01)])
     assert score_aware_fusion([lexical, vector])[0][0] == "pg"
+
+
+def test_distribution_normalisation_clips_at_three_deviations_and_needs_spread():
+    assert distribution_normalised_scores([1.0]) is None
+    assert distribution_normalised_scores([2.0, 2.0]) is None
+    assert distribution_normalised_scores([1.0, float("nan")]) is None
+    scores = [10.0] + [1.0] * 99  # one candidate far above a flat pool
+    normalised = distribution_normalised_scores(scores)
+    assert normalised[0] == 1.0 and 0.4 < normalised[1] < 0.5
+
+
+def test_convex_fusion_lets_a_flat_arm_barely_reorder_the_other():
+    # The lexical arm's scores hardly differ (no candidate stands out): the
+    # vector arm's clear order survives, though lexical ranks it the other way.
+    vector = ArmResult("vector", [("a", 0.80), ("b", 0.60), ("c", 0.40), ("d", 0.20)])
+    lexical = ArmResult("lexical", [("d", 5.04), ("c", 5.03), ("b", 5.02), ("a", 5.01)])
+    assert [i for i, _ in convex_fusion(vector, lexical, alpha=0.7)][:2] == ["a", "b"]
 
 
 def test_convex_fusion_blends_normalised_scores_and_falls_back_to_rrf():
