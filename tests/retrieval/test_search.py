@@ -157,3 +157,29 @@ def test_a_word_indexed_after_a_search_is_found_at_once(node, indexed):
     assert search(node, "quokkaword", mode="lexical").hits == []
     added = indexed("second.md", "# Second\n\nthe quokkaword arrives")
     assert [h.document_id for h in search(node, "quokkaword", mode="lexical").hits] == [added]
+
+
+def test_a_word_repeated_in_the_query_weighs_more_in_the_lexical_arm(node, indexed):
+    gears = indexed("gears.md", "# Notes\n\nThe quillon gearbox needs oil.")
+    pumps = indexed("pumps.md", "# Notes\n\nThe quillon pumphouse needs oil.")
+    first = search(node, "gearbox pumphouse pumphouse", mode="lexical").hits
+    assert [h.document_id for h in first] == [pumps, gears]
+    second = search(node, "gearbox gearbox pumphouse", mode="lexical").hits
+    assert [h.document_id for h in second] == [gears, pumps]
+    assert second[0].lexical_score > first[1].lexical_score  # the repeat added to the score
+    assert search(node, "gearbox gearbox pumphouse", mode="lexical").explain.lexical_plan.repeats == (2, 1)
+
+
+def test_per_document_search_returns_each_documents_best_chunk_once(node, indexed):
+    long_text = "\n\n".join(f"## Part {i}\n\nThe lorikeet migration, chapter {i}. " + "filler words " * 80 for i in range(5))
+    crowded = indexed("crowded.md", "# Lorikeets\n\n" + long_text)
+    others = [indexed(f"other{i}.md", f"# Other {i}\n\nA lorikeet was seen once near tower {i}.") for i in range(3)]
+    for mode in ("hybrid", "lexical", "vector"):
+        chunks = search(node, "lorikeet migration", mode=mode, limit=4).hits
+        documents = search(node, "lorikeet migration", mode=mode, limit=4, per_document=True).hits
+        ids = [h.document_id for h in documents]
+        assert len(ids) == len(set(ids)) == 4, mode
+        assert set(ids) == {crowded, *others}, mode
+        # The best chunk of the top document is the chunk search ranks first.
+        assert documents[0].chunk_id == chunks[0].chunk_id, mode
+    assert len({h.document_id for h in search(node, "lorikeet migration", mode="lexical", limit=4).hits}) < 4
