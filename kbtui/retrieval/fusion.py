@@ -11,9 +11,25 @@ union of every id either arm returned.
   whose score sits far above its arm's floor outranks an equally ranked but
   marginal one. An arm whose scores are empty, single, constant or not
   finite carries no such signal and contributes plain RRF.
-* ``convex``: a convex combination of min-max normalised scores
-  (``alpha`` for the vector arm); an id missing from an arm counts as that
-  arm's floor. Falls back to RRF when either arm has no usable scores.
+* ``convex`` (the default): ``alpha * vector + (1 - alpha) * lexical`` over
+  each arm's scores normalised by their own distribution over the candidate
+  pool: mean - 3 sd maps to 0 and mean + 3 sd to 1, and a candidate further
+  above its pool counts up to ``DISTRIBUTION_CEILING`` (min-max would give
+  every arm's top exactly 1, however unremarkable it is). An id missing from
+  an arm gets 0 from it. A lexical list shorter than the pool it was asked
+  for is exhaustive (nothing else holds any query word), so it is normalised
+  as if the rest of the pool had scored 0: a word found in one chunk makes
+  that chunk stand far out, as an exact identifier should. An arm with no
+  usable scores (empty, single, constant, not finite) falls back to RRF.
+
+Measured (``kbtui eval`` on Cranfield and CISI, and known-item queries made
+of a word found in one document): ``convex`` at alpha 0.5 is above both arms
+on both sets and above ``rrf`` and ``score_aware``; on known-item queries it
+keeps the lexical arm's precision (MRR .65/.75 against the lexical arm's
+.68/.75, where ``score_aware`` falls to .38/.39 because a one-hit lexical list
+carries no tilt). Weighting the vector arm more (alpha 0.6) holds up better
+when the lexical arm is much weaker than the dense one, but loses a third of
+the known-item MRR: no fixed weighting wins both, see the README.
 
 Ties break by first appearance (the arms' order), so results are stable.
 """
@@ -27,17 +43,25 @@ from dataclasses import dataclass
 RRF_K = 60
 SCORE_AWARE_WEIGHT = 0.5
 CONVEX_ALPHA = 0.5
+DISTRIBUTION_SPREAD = 3.0
+DISTRIBUTION_CEILING = 1.5
 
 FUSION_STRATEGIES = ("rrf", "score_aware", "convex")
-DEFAULT_FUSION = "score_aware"
+DEFAULT_FUSION = "convex"
 
 
 @dataclass(frozen=True)
 class ArmResult:
-    """One arm's ranking: ``(id, score)`` best first, higher score is better."""
+    """One arm's ranking: ``(id, score)`` best first, higher score is better.
+
+    ``unlisted_zeros``: how many more candidates are known to score 0 (the
+    lexical arm returned fewer than the pool it was asked for: every other
+    chunk holds none of the words). Used by ``convex`` normalisation only.
+    """
 
     name: str
     ranked: Sequence[tuple[Hashable, float]]
+    unlisted_zeros: int = 0
 
 
 def reciprocal_rank_fusion(
@@ -78,12 +102,35 @@ def score_aware_fusion(
     return _sorted(scores)
 
 
+def distribution_normalised_scores(
+    scores: Sequence[float],
+    *,
+    unlisted_zeros: int = 0,
+    spread: float = DISTRIBUTION_SPREAD,
+    ceiling: float = DISTRIBUTION_CEILING,
+) -> list[float] | None:
+    """Scores mapped so that mean - spread*sd is 0 and mean + spread*sd is 1,
+    floored at 0 and capped at ``ceiling``; mean and sd also count
+    ``unlisted_zeros`` scores of 0. None when that carries no signal (fewer
+    than two scores in all, no spread, or any not finite)."""
+    count = len(scores) + max(0, unlisted_zeros)
+    if count < 2 or not scores or not all(math.isfinite(s) for s in scores):
+        return None
+    mean = sum(scores) / count
+    variance = (sum((s - mean) ** 2 for s in scores) + max(0, unlisted_zeros) * mean * mean) / count
+    sd = math.sqrt(variance)
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return None
+    low = mean - spread * sd
+    return [min(ceiling, max(0.0, (s - low) / (2 * spread * sd))) for s in scores]
+
+
 def convex_fusion(
     vector: ArmResult, lexical: ArmResult, alpha: float = CONVEX_ALPHA, k: int = RRF_K
 ) -> list[tuple[Hashable, float]]:
-    """``alpha * vector + (1 - alpha) * lexical`` over min-max normalised scores."""
-    vector_norm = normalised_scores([s for _, s in vector.ranked])
-    lexical_norm = normalised_scores([s for _, s in lexical.ranked])
+    """``alpha * vector + (1 - alpha) * lexical`` over distribution-normalised scores."""
+    vector_norm = distribution_normalised_scores([s for _, s in vector.ranked], unlisted_zeros=vector.unlisted_zeros)
+    lexical_norm = distribution_normalised_scores([s for _, s in lexical.ranked], unlisted_zeros=lexical.unlisted_zeros)
     if vector_norm is None or lexical_norm is None:
         return reciprocal_rank_fusion([[i for i, _ in vector.ranked], [i for i, _ in lexical.ranked]], k)
     scores: dict[Hashable, float] = {}

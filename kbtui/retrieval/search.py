@@ -205,7 +205,11 @@ class SearchService:
         elif mode == "vector":
             fused = _as_fused(semantic)
         elif lexical_ranked and semantic:
-            fused = fuse(strategy, ArmResult("lexical", lexical_ranked), ArmResult("vector", semantic))
+            # A short bm25 list is exhaustive: every other chunk in scope holds none of the words.
+            unlisted = pool - len(lexical_ranked) if lexical and lexical.plan.ranked else 0
+            fused = fuse(
+                strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic)
+            )
         else:
             # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
             fused = reciprocal_rank_fusion([[c for c, _ in (lexical_ranked or semantic)]])

@@ -131,21 +131,38 @@ def test_score_aware_still_lets_agreement_beat_one_arms_top():
     assert score_aware_fusion([lexical, vector])[0][0] == "pg"
 
 
-def test_distribution_normalisation_clips_at_three_deviations_and_needs_spread():
+def test_distribution_normalisation_maps_three_deviations_and_needs_spread():
     assert distribution_normalised_scores([1.0]) is None
     assert distribution_normalised_scores([2.0, 2.0]) is None
     assert distribution_normalised_scores([1.0, float("nan")]) is None
-    scores = [10.0] + [1.0] * 99  # one candidate far above a flat pool
-    normalised = distribution_normalised_scores(scores)
-    assert normalised[0] == 1.0 and 0.4 < normalised[1] < 0.5
+    even = distribution_normalised_scores([float(x) for x in range(10, 0, -1)])
+    assert 0.7 < even[0] < 0.8 and 0.2 < even[-1] < 0.3  # an even spread: no candidate stands out
+    outlier = distribution_normalised_scores([100.0] + [1.0 + 0.01 * i for i in range(39)])
+    assert outlier[0] == 1.5 and all(0.4 < x < 0.5 for x in outlier[1:])  # far out: up to the ceiling
 
 
-def test_convex_fusion_lets_a_flat_arm_barely_reorder_the_other():
-    # The lexical arm's scores hardly differ (no candidate stands out): the
-    # vector arm's clear order survives, though lexical ranks it the other way.
-    vector = ArmResult("vector", [("a", 0.80), ("b", 0.60), ("c", 0.40), ("d", 0.20)])
-    lexical = ArmResult("lexical", [("d", 5.04), ("c", 5.03), ("b", 5.02), ("a", 5.01)])
-    assert [i for i, _ in convex_fusion(vector, lexical, alpha=0.7)][:2] == ["a", "b"]
+def test_a_short_exhaustive_list_is_normalised_against_the_zeros_it_left_out():
+    assert distribution_normalised_scores([7.0]) is None
+    alone = distribution_normalised_scores([7.0], unlisted_zeros=39)
+    assert alone == [1.5]
+    pair = distribution_normalised_scores([7.0, 6.5], unlisted_zeros=38)
+    assert pair[0] > 1.0 and pair[1] > 1.0
+
+
+def test_convex_fusion_keeps_a_one_chunk_exact_match_above_the_vector_arms_top():
+    # An identifier found in one chunk only; the vector arm knows nothing about it.
+    lexical = ArmResult("lexical", [("exact", 7.3)], unlisted_zeros=39)
+    vector = ArmResult("vector", [(f"v{i}", 0.50 - 0.005 * i) for i in range(40)])
+    assert convex_fusion(vector, lexical)[0][0] == "exact"
+    # Without knowing the list is exhaustive there is no signal: plain RRF, where ranks tie.
+    plain = convex_fusion(vector, ArmResult("lexical", [("exact", 7.3)]))
+    assert plain == reciprocal_rank_fusion([[i for i, _ in vector.ranked], ["exact"]])
+
+
+def test_convex_fusion_puts_agreement_above_either_arms_lone_top():
+    vector = ArmResult("vector", [("v", 0.62), ("both", 0.60)] + [(f"v{i}", 0.40 - 0.005 * i) for i in range(20)])
+    lexical = ArmResult("lexical", [("l", 9.0), ("both", 8.8)] + [(f"l{i}", 4.0 - 0.05 * i) for i in range(20)])
+    assert convex_fusion(vector, lexical)[0][0] == "both"
 
 
 def test_convex_fusion_blends_normalised_scores_and_falls_back_to_rrf():
