@@ -472,6 +472,7 @@ def explain_json(explain) -> dict[str, object] | None:
         "lexical_candidates": explain.lexical_candidates,
         "vector_candidates": explain.vector_candidates,
         "reranked": explain.reranked,
+        "vector_weight": explain.vector_weight,
         "lexical_plan": None if plan is None else {
             "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
             "recency": list(plan.recency), "missing": list(plan.missing),
@@ -482,8 +483,9 @@ def explain_json(explain) -> dict[str, object] | None:
 
 def _print_explain(explain) -> None:
     plan = explain.lexical_plan
+    weight = f" (vector weight {explain.vector_weight:.2f})" if explain.vector_weight is not None else ""
     stdout.print(
-        f"[dim]fusion {explain.fusion}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
+        f"[dim]fusion {explain.fusion}{weight}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
         f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
     )
     if plan is not None:

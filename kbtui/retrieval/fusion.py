@@ -22,14 +22,21 @@ union of every id either arm returned.
   that chunk stand far out, as an exact identifier should. An arm with no
   usable scores (empty, single, constant, not finite) falls back to RRF.
 
-Measured (``kbtui eval`` on Cranfield and CISI, and known-item queries made
-of a word found in one document): ``convex`` at alpha 0.5 is above both arms
-on both sets and above ``rrf`` and ``score_aware``; on known-item queries it
-keeps the lexical arm's precision (MRR .65/.75 against the lexical arm's
-.68/.75, where ``score_aware`` falls to .38/.39 because a one-hit lexical list
-carries no tilt). Weighting the vector arm more (alpha 0.6) holds up better
-when the lexical arm is much weaker than the dense one, but loses a third of
-the known-item MRR: no fixed weighting wins both, see the README.
+  The vector arm's weight ``alpha`` follows the query: for an embedding
+  model with a measured similarity midpoint it is ``0.5 + top cosine -
+  midpoint``, clipped to [0.2, 0.8], so a query the model matches closely
+  (a question whose answer it recognises) leans on the dense arm, and a
+  query it cannot place (an identifier, a word it never saw: the top
+  cosine is low) leans on the lexical arm. A model without a measured
+  midpoint gets ``CONVEX_ALPHA``.
+
+Why (measured with ``kbtui eval`` and on simulated regimes, see the README):
+every fixed weighting fails one regime. Rank fusion (``rrf``,
+``score_aware``) falls well below the dense arm when the lexical arm is
+much weaker, and a vector-leaning fixed alpha loses most exact-identifier
+lookups, where the dense arm is clueless. The top cosine tells the two
+apart (about .7 for real questions, .15 to .4 for identifier lookups with
+all-MiniLM-L6-v2).
 
 Ties break by first appearance (the arms' order), so results are stable.
 """
@@ -42,9 +49,14 @@ from dataclasses import dataclass
 
 RRF_K = 60
 SCORE_AWARE_WEIGHT = 0.5
-CONVEX_ALPHA = 0.5
+CONVEX_ALPHA = 0.5  # the vector arm's weight when the model has no measured midpoint
+ALPHA_RANGE = (0.2, 0.8)
 DISTRIBUTION_SPREAD = 3.0
 DISTRIBUTION_CEILING = 1.5
+# Top cosine at which both arms weigh the same, per embedding model. Measured
+# for all-MiniLM-L6-v2 on Cranfield, CISI and known-item queries: the value
+# with the smallest worst-case loss against the better arm across regimes.
+SIMILARITY_MIDPOINTS = {"all-MiniLM-L6-v2-int8": 0.55}
 
 FUSION_STRATEGIES = ("rrf", "score_aware", "convex")
 DEFAULT_FUSION = "convex"
@@ -141,14 +153,27 @@ def convex_fusion(
     return _sorted(scores)
 
 
-def fuse(strategy: str, lexical: ArmResult, vector: ArmResult) -> list[tuple[Hashable, float]]:
-    """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``)."""
+def vector_weight(top_similarity: float | None, model: str | None) -> float:
+    """The vector arm's ``alpha`` in ``convex`` for a query whose best vector
+    hit has cosine ``top_similarity`` under embedding ``model``."""
+    midpoint = SIMILARITY_MIDPOINTS.get(model or "")
+    if midpoint is None or top_similarity is None or not math.isfinite(top_similarity):
+        return CONVEX_ALPHA
+    low, high = ALPHA_RANGE
+    return min(high, max(low, 0.5 + top_similarity - midpoint))
+
+
+def fuse(
+    strategy: str, lexical: ArmResult, vector: ArmResult, *, alpha: float = CONVEX_ALPHA
+) -> list[tuple[Hashable, float]]:
+    """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``);
+    ``alpha`` is the vector arm's weight in ``convex`` (see :func:`vector_weight`)."""
     if strategy == "rrf":
         return reciprocal_rank_fusion([[i for i, _ in lexical.ranked], [i for i, _ in vector.ranked]], RRF_K)
     if strategy == "score_aware":
         return score_aware_fusion([lexical, vector], RRF_K, SCORE_AWARE_WEIGHT)
     if strategy == "convex":
-        return convex_fusion(vector, lexical, CONVEX_ALPHA, RRF_K)
+        return convex_fusion(vector, lexical, alpha, RRF_K)
     raise ValueError(f"unknown fusion strategy {strategy!r}")
 
 

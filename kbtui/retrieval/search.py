@@ -29,7 +29,9 @@ import numpy as np
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
 from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, QueryTerms, parse_query
-from kbtui.retrieval.fusion import DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion
+from kbtui.retrieval.fusion import (
+    DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion, vector_weight,
+)
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from store.db import database
@@ -112,6 +114,7 @@ class SearchExplain:
     lexical_plan: LexicalPlan | None
     reranked: bool
     timings_ms: dict[str, float]
+    vector_weight: float | None = None  # convex fusion's weight of the vector arm for this query
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,7 @@ class SearchService:
 
         lexical_ranked = lexical.ranked if lexical else []
         fusion_started = time.perf_counter()
+        alpha: float | None = None
         if mode == "lexical":
             fused = _as_fused(lexical_ranked)
         elif mode == "vector":
@@ -207,8 +211,10 @@ class SearchService:
         elif lexical_ranked and semantic:
             # A short bm25 list is exhaustive: every other chunk in scope holds none of the words.
             unlisted = pool - len(lexical_ranked) if lexical and lexical.plan.ranked else 0
+            alpha = vector_weight(semantic[0][1], self.embedder.identity.model if self.embedder else None)
             fused = fuse(
-                strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic)
+                strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic),
+                alpha=alpha,
             )
         else:
             # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
@@ -275,6 +281,7 @@ class SearchService:
             lexical_plan=lexical.plan if lexical else None,
             reranked=score_kind == "Rerank",
             timings_ms={k: round(v, 3) for k, v in timings.items()},
+            vector_weight=round(alpha, 3) if alpha is not None and strategy == "convex" else None,
         )
         return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain)
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from kbtui.retrieval.eval import ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, MAX_REPEATS, MAX_TERMS, STOP_WORDS, parse_query, weighted_any_of
 from kbtui.retrieval.fusion import (
-    ArmResult, convex_fusion, distribution_normalised_scores, normalised_scores, reciprocal_rank_fusion,
-    score_aware_fusion,
+    ALPHA_RANGE, CONVEX_ALPHA, SIMILARITY_MIDPOINTS, ArmResult, convex_fusion, distribution_normalised_scores, fuse,
+    normalised_scores, reciprocal_rank_fusion, score_aware_fusion, vector_weight,
 )
 from kbtui.retrieval.lexical import ROW_BUDGET, plan_words
 from kbtui.retrieval.rerank import parse_rerank_response, rerank_skip_reason
@@ -163,6 +163,27 @@ def test_convex_fusion_puts_agreement_above_either_arms_lone_top():
     vector = ArmResult("vector", [("v", 0.62), ("both", 0.60)] + [(f"v{i}", 0.40 - 0.005 * i) for i in range(20)])
     lexical = ArmResult("lexical", [("l", 9.0), ("both", 8.8)] + [(f"l{i}", 4.0 - 0.05 * i) for i in range(20)])
     assert convex_fusion(vector, lexical)[0][0] == "both"
+
+
+def test_the_vector_weight_follows_how_closely_the_model_matched_the_query():
+    model = "all-MiniLM-L6-v2-int8"
+    midpoint = SIMILARITY_MIDPOINTS[model]
+    assert math.isclose(vector_weight(midpoint, model), 0.5)
+    assert vector_weight(midpoint + 0.2, model) > 0.5 > vector_weight(midpoint - 0.2, model)
+    assert vector_weight(0.99, model) == ALPHA_RANGE[1] and vector_weight(-0.5, model) == ALPHA_RANGE[0]
+    # A model nobody measured, or no vector hit: the fixed weight.
+    assert vector_weight(0.9, "some-other-model") == CONVEX_ALPHA
+    assert vector_weight(None, model) == CONVEX_ALPHA and vector_weight(float("nan"), model) == CONVEX_ALPHA
+
+
+def test_convex_fusion_leans_on_the_arm_the_weight_favours():
+    # The arms disagree on the order of the same candidates.
+    vector = ArmResult("vector", [(f"c{i}", 0.70 - 0.01 * i) for i in range(30)])
+    lexical = ArmResult("lexical", [(f"c{29 - i}", 12.0 - 0.3 * i) for i in range(30)])
+    model = "all-MiniLM-L6-v2-int8"
+    close = fuse("convex", lexical, vector, alpha=vector_weight(0.80, model))
+    clueless = fuse("convex", lexical, vector, alpha=vector_weight(0.20, model))
+    assert close[0][0] == "c0" and clueless[0][0] == "c29"
 
 
 def test_convex_fusion_blends_normalised_scores_and_falls_back_to_rrf():
