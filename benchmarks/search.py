@@ -19,6 +19,7 @@ The databases are built once into a cache folder outside the repository
 machine: compare within one run.
 
     .venv/bin/python benchmarks/search.py --sizes 10000 100000 1000000 [--json out.json]
+    .venv/bin/python benchmarks/search.py --prepare-only   # build the caches (1M: long), then stop
 """
 
 from __future__ import annotations
@@ -252,6 +253,21 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
     return records
 
 
+def prepare(corpus: SyntheticCorpus) -> None:
+    """Build (or load and catch up) the size's ANN index and save it beside the
+    database, so a later run starts from the cache (the 1M build is long)."""
+    open_database(corpus.database_path)
+    vectors = vector_store(corpus.home)
+    if vectors is not None:
+        started = time.perf_counter()
+        index = vectors.index_for(VECTOR_IDENTITY, DIM)
+        index.ensure_open()
+        index.wait_ready()
+        vectors.close()  # saves the index if it changed
+        print(f"  ANN index for {corpus.size:,} chunks ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    database.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -260,8 +276,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
     parser.add_argument("--json", type=Path, help="also write the records here")
+    parser.add_argument("--prepare-only", action="store_true", help="build the cached databases and ANN indexes, then stop")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.prepare_only:
+        for size in args.sizes:
+            prepare(open_or_build(args.cache, size, args.seed, log=lambda line: print(line, file=sys.stderr)))
+        return
     model = local_model()
     records: list[dict[str, object]] = []
     for size in args.sizes:
@@ -274,8 +295,42 @@ def main() -> None:
             f"{r['size']:>9,}  {r['measure']:<46} {r['queries']:>4} {r['p50_ms']:>8} {r['p95_ms']:>8} "
             f"{r['max_ms']:>8} {'' if recall is None else recall:>9}"
         )
+    for line in target_lines(records):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(records, indent=2))
+
+
+# The issue's targets at a million chunks on a 2-core machine.
+TARGETS_AT = 1_000_000
+LEXICAL_P95_MS = 50.0
+VECTOR_RECALL = 0.95
+VECTOR_P95_MS = 5.0
+WHOLE_P95_MS = 60.0
+
+
+def target_lines(records: list[dict[str, object]]) -> list[str]:
+    """Reached or missed, for each target, at the largest size measured (if 1M)."""
+    at = [r for r in records if r["size"] == TARGETS_AT]
+    if not at:
+        return []
+    lexical = max(float(r["p95_ms"]) for r in at if str(r["measure"]).strip().startswith("lexical arm"))
+    vector = next(r for r in at if str(r["measure"]).startswith("vector arm"))
+    whole = next(r for r in at if r["measure"] == "whole search, embedding excluded")
+
+    def verdict(ok: bool) -> str:
+        return "reached" if ok else "MISSED"
+
+    return [
+        "",
+        f"targets at {TARGETS_AT:,} chunks:",
+        f"  lexical arm p95 <= {LEXICAL_P95_MS:.0f} ms in every mix: {lexical:.1f} ms, {verdict(lexical <= LEXICAL_P95_MS)}",
+        f"  vector recall@10 >= {VECTOR_RECALL} at p95 <= {VECTOR_P95_MS:.0f} ms: {vector['recall_at_10']} at "
+        f"{vector['p95_ms']} ms, "
+        f"{verdict(float(vector['recall_at_10']) >= VECTOR_RECALL and float(vector['p95_ms']) <= VECTOR_P95_MS)}",
+        f"  whole search p95 <= {WHOLE_P95_MS:.0f} ms (query embedding excluded): {whole['p95_ms']} ms, "
+        f"{verdict(float(whole['p95_ms']) <= WHOLE_P95_MS)}",
+    ]
 
 
 if __name__ == "__main__":

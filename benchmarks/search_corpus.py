@@ -6,12 +6,15 @@ documents of ten chunks, 10 % of them in a second collection, and clustered
 unit vectors (one topic per document) of width 384. The database is written
 straight through the real schema (migrations, FTS triggers) into a data
 directory under a cache folder outside the repository, built once per size
-and reused: the million-chunk one takes a long while to build.
+and reused: the million-chunk one takes a long while to build. Its ANN index
+is saved beside it by the store itself (``store.vectors``) the first time a
+run opens it, and loaded (checked against the database) on later runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -89,6 +92,9 @@ def open_or_build(cache: Path, size: int, seed: int, *, log=print) -> SyntheticC
     words = vocabulary(seed)
     centres = topic_centres(seed, size)
     if not (home / "complete").exists():
+        if home.exists():
+            log(f"  discarding an unfinished build of {size:,} chunks")
+            shutil.rmtree(home)  # rows were written in batches: start over rather than collide
         build(home, size, seed, words, centres, log=log)
     return SyntheticCorpus(home, size, words, centres)
 

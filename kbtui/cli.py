@@ -483,8 +483,9 @@ def explain_json(explain) -> dict[str, object] | None:
         "lexical_candidates": explain.lexical_candidates,
         "vector_candidates": explain.vector_candidates,
         "reranked": explain.reranked,
+        "vector_weight": explain.vector_weight,
         "lexical_plan": None if plan is None else {
-            "ranked": list(plan.ranked), "pruned": list(plan.pruned),
+            "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
             "recency": list(plan.recency), "missing": list(plan.missing),
         },
         "timings_ms": explain.timings_ms,
@@ -493,12 +494,14 @@ def explain_json(explain) -> dict[str, object] | None:
 
 def _print_explain(explain) -> None:
     plan = explain.lexical_plan
+    weight = f" (vector weight {explain.vector_weight:.2f})" if explain.vector_weight is not None else ""
     stdout.print(
-        f"[dim]fusion {explain.fusion}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
+        f"[dim]fusion {explain.fusion}{weight}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
         f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
     )
     if plan is not None:
-        parts = [f"ranked {', '.join(plan.ranked) or '-'}"]
+        ranked = [w if n == 1 else f"{w}×{n}" for w, n in zip(plan.ranked, plan.repeats)]
+        parts = [f"ranked {', '.join(ranked) or '-'}"]
         if plan.pruned:
             parts.append(f"left out {', '.join(plan.pruned)}")
         if plan.recency:
@@ -520,14 +523,21 @@ def _print_explain(explain) -> None:
 @click.option("--fusion", "fusions", multiple=True, type=click.Choice([*FUSION_STRATEGIES, "all"]),
               help="Fusion for the hybrid rows; repeat or say 'all' (default: the configured one).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON record per mode.")
+@click.option("--home", "eval_home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the evaluation knowledge base in this directory (never your own); a later run "
+                   "with the same collection and settings reuses its indexed documents.")
 @click.pass_context
-def eval_command(ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool) -> int:
+def eval_command(
+    ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool,
+    eval_home: Path | None,
+) -> int:
     """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
 
     Ingests the collection through the real pipeline into a temporary
     knowledge base (your own is not touched), ranks documents by their best
     chunk, and reports lexical-only, vector-only and hybrid search.
     """
+    import contextlib
     import dataclasses
     import tempfile
 
@@ -535,10 +545,12 @@ def eval_command(ctx: click.Context, beir_dir: str, provider: str | None, fusion
 
     collection = load_beir(Path(beir_dir))
     chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
-    with tempfile.TemporaryDirectory(prefix="kbtui-eval-home-") as scratch:
-        config = dataclasses.replace(
-            ctx.obj, home=Path(scratch), embedding_provider=provider or ctx.obj.embedding_provider,
-        )
+    chosen_provider = provider or ctx.obj.embedding_provider
+    if eval_home is not None:
+        _claim_eval_home(eval_home, Path(ctx.obj.home), collection.name, chosen_provider)
+    with contextlib.ExitStack() as stack:
+        home = eval_home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbtui-eval-home-")))
+        config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
         node = Node.open(config)
         try:
             run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
@@ -561,6 +573,31 @@ def eval_command(ctx: click.Context, beir_dir: str, provider: str | None, fusion
                       f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
     stdout.print(table)
     return 0 if not run.failed else 1
+
+
+EVAL_HOME_MARKER = "kbtui-eval.json"
+
+
+def _claim_eval_home(home: Path, own_home: Path, collection: str, provider: str) -> None:
+    """Use ``home`` for ``kbtui eval --home`` only if it is empty or was made
+    by eval for the same collection and provider (documents indexed with
+    another provider would be searched with the wrong vectors)."""
+    if home.resolve() == own_home.resolve():
+        raise click.UsageError("--home must not be your own knowledge base")
+    marker = home / EVAL_HOME_MARKER
+    wanted = {"collection": collection, "provider": provider}
+    if marker.exists():
+        try:
+            made = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            made = None
+        if made != wanted:
+            raise click.UsageError(f"{home} was made for another collection or provider; use a new directory")
+        return
+    if home.exists() and any(home.iterdir()):
+        raise click.UsageError(f"{home} is not empty and was not made by kbtui eval")
+    home.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(wanted), encoding="utf-8")
 
 
 # ---------------------------------------------------------------- node

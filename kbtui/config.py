@@ -58,7 +58,7 @@ class Config:
     search_limit: int = 10
     candidate_pool_multiplier: int = 4
     minimum_candidate_pool: int = 40
-    search_fusion: str = "score_aware"  # rrf | score_aware | convex (see kbtui.retrieval.fusion)
+    search_fusion: str = "convex"  # rrf | score_aware | convex (see kbtui.retrieval.fusion)
     # Optional cross-encoder rerank: a llama-server on loopback ("" turns it off).
     reranker_url: str = ""
     reranker_model: str = ""

@@ -6,13 +6,16 @@ syntax from a query can reach SQLite. Scope (collection, optional document,
 served documents only) is part of every statement.
 
 Cost model (measured in ``benchmarks/search.py``): ``bm25()`` reads every
-row that matches, and the scope join reads it again, a few microseconds each;
-worse, bm25 counts the whole posting list of every term for its idf. A term
-in most chunks ("the") therefore costs hundreds of milliseconds at a million
-chunks, while it adds almost nothing to the ranking. :func:`term_row_counts`
-answers "how many chunks hold this term, up to a cap" cheaply (FTS5 stops
-iterating at the cap), so the planner in :mod:`kbtui.retrieval.lexical` can
-leave such terms out.
+row that matches, about 1.5 microseconds each, and a scope join on every
+matching row costs about 4 more; worse, bm25 counts the whole posting list of
+every term for its idf. A term in most chunks ("the") therefore costs
+hundreds of milliseconds at a million chunks, while it adds almost nothing to
+the ranking. :func:`term_row_counts` answers "how many chunks hold this term,
+up to a cap" cheaply (FTS5 stops iterating at the cap), so the planner in
+:mod:`kbtui.retrieval.lexical` can leave such terms out; and
+:func:`ranked_matches` ranks without the join first, checking the scope of
+only the best matches overall (exact whenever enough of them are in scope,
+else it falls back to the scoped query).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from kbtui.retrieval.fts_query import all_of, any_of, quoted
+from kbtui.retrieval.fts_query import all_of, any_of, quoted, weighted_any_of
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
 
@@ -35,6 +38,10 @@ _WEIGHTS_SQL = ", ".join(str(w) for w in COLUMN_WEIGHTS)
 ROW_COUNT_TTL_S = 300.0
 _ROW_COUNT_CACHE_MAX = 20_000
 _SCAN_BATCH = 256
+_SQL_VARIABLES = 500
+# Ranking without the scope join looks at this many best matches overall.
+OVERALL_DEPTH_FACTOR = 4
+OVERALL_DEPTH_MIN = 200
 
 _SCOPE_SQL = (
     "JOIN chunk AS c ON c.id = f.rowid JOIN document AS d ON d.id = c.document_id "
@@ -116,12 +123,18 @@ def ranked_matches(
     *,
     document_id: str | None = None,
     limit: int,
+    repeats: Sequence[int] = (),
 ) -> list[tuple[int, float]]:
     """Chunk ids and BM25 scores (higher is better) of served chunks in scope
-    that hold any of ``words``, best first."""
-    expression = any_of(list(words))
+    that hold any of ``words``, best first. ``repeats`` (same order as
+    ``words``) is each word's query-term frequency; missing means once."""
+    expression = weighted_any_of(list(words), dict(zip(words, repeats)))
     if expression is None:
         return []
+    if document_id is None:
+        found = _best_overall_in_scope(expression, collection_id, limit)
+        if found is not None:
+            return found
     scope_sql, scope_params = _scope(collection_id, document_id)
     sql = (
         f"SELECT f.rowid, bm25(chunk_fts, {_WEIGHTS_SQL}) AS score FROM chunk_fts AS f {scope_sql} "
@@ -130,6 +143,46 @@ def ranked_matches(
     rows = database.execute_sql(sql, [*scope_params, expression, limit]).fetchall()
     # bm25() is more negative for stronger matches; negate so higher is better.
     return [(row[0], -row[1]) for row in rows]
+
+
+def _best_overall_in_scope(expression: str, collection_id: str, limit: int) -> list[tuple[int, float]] | None:
+    """The ``limit`` best in-scope matches taken from the best matches in the
+    whole index (no join per matching row), or None when too few of those are
+    in scope to be sure (the caller runs the scoped query).
+
+    Exact: an in-scope row missing from the overall best scores no better
+    than all of them, so it cannot outrank the in-scope rows found there.
+    """
+    depth = max(limit * OVERALL_DEPTH_FACTOR, OVERALL_DEPTH_MIN)
+    rows = database.execute_sql(
+        f"SELECT rowid, bm25(chunk_fts, {_WEIGHTS_SQL}) AS score FROM chunk_fts "
+        "WHERE chunk_fts MATCH ? ORDER BY score LIMIT ?",
+        [expression, depth],
+    ).fetchall()
+    kept = _in_scope([row[0] for row in rows], collection_id, None)
+    found = [(row[0], -row[1]) for row in rows if row[0] in kept]
+    if len(found) >= limit or len(rows) < depth:
+        return found[:limit]
+    return None
+
+
+def _in_scope(chunk_ids: Sequence[int], collection_id: str, document_id: str | None) -> set[int]:
+    """Which of ``chunk_ids`` are served chunks in the scope."""
+    kept: set[int] = set()
+    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
+        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
+        placeholders = ", ".join("?" for _ in ids)
+        check = (
+            "SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
+            f"AND {SERVED_DOCUMENT_SQL}"
+        )
+        params: list[object] = [*ids, collection_id, collection_id]
+        if document_id is not None:
+            check += " AND c.document_id = ?"
+            params.append(document_id)
+        kept.update(row[0] for row in database.execute_sql(check, params).fetchall())
+    return kept
 
 
 def newest_matches(

@@ -11,6 +11,11 @@ Hangul go to the trigram table ``chunk_cjk`` (unicode61 keeps a whole CJK
 run as one token, so 東京 would never match inside 東京都に住んでいます).
 Emoji and other symbols are not searchable lexically: no tokenizer keeps
 them, so a query made only of them has no lexical terms.
+
+A word said several times in the query counts several times in BM25 (its
+query-term frequency, capped at ``MAX_REPEATS``): the lexical arm repeats
+its phrase in the OR. Measured on CISI, whose queries are paragraphs,
+nDCG@10 is about .07 lower when repeats are ignored.
 """
 
 from __future__ import annotations
@@ -18,8 +23,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-MAX_TERMS = 32
+MAX_TERMS = 32  # content terms (words that are not stop words, and CJK runs); as many stop words again
 MAX_TERM_CHARS = 64
+MAX_QUERY_CHARS = 4_096  # the part of a query that is looked at (for terms and for the embedder)
+MAX_REPEATS = 3  # query-term frequency cap: "titles ... titles ... titles ... titles" counts three times
+
+STOP_WORDS = frozenset(
+    (
+        # English (the usual IR list)
+        "a about above after again against all am an and any are as at be because been before being "
+        "below between both but by can could did do does doing down during each few for from further "
+        "had has have having he her here hers herself him himself his how i if in into is it its itself "
+        "just me more most my myself no nor not now of off on once only or other our ours ourselves out "
+        "over own same she should so some such than that the their theirs them themselves then there "
+        "these they this those through to too under until up very was we were what when where which "
+        "while who whom why will with would you your yours yourself yourselves "
+        # German
+        "aber als am an auch auf aus bei bin bis da damit dann das dass dem den der des die dies doch "
+        "dort du durch ein eine einem einen einer eines er es für hat hatte ich ihr im in ist ja kann "
+        "mit nach nicht noch nur ob oder sich sie sind so über um und uns von vor war was welche wenn "
+        "wer wie wir wird wo zu zum zur"
+    ).split()
+)
 
 # Must match store.migrations.m0003_search_tokenizers.CJK_GLOB.
 CJK_CHARACTERS = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff"
@@ -33,25 +58,43 @@ class QueryTerms:
 
     words: tuple[str, ...]
     cjk_runs: tuple[str, ...]
+    # How often each word occurs in the query (same order as ``words``, at
+    # most MAX_REPEATS); empty means once each.
+    repeats: tuple[int, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not self.words and not self.cjk_runs
 
+    def repeats_of(self) -> dict[str, int]:
+        """Word -> its query-term frequency (1 when not recorded)."""
+        return {w: (self.repeats[i] if i < len(self.repeats) else 1) for i, w in enumerate(self.words)}
+
 
 def parse_query(query: str) -> QueryTerms:
-    """Split ``query`` into word terms and CJK runs (at most ``MAX_TERMS`` in all)."""
-    words: list[str] = []
+    """Split ``query`` (its first ``MAX_QUERY_CHARS``) into word terms and CJK
+    runs: at most ``MAX_TERMS`` content terms plus as many stop words, each
+    word with how often it occurs (up to ``MAX_REPEATS``)."""
+    counts: dict[str, int] = {}
     runs: list[str] = []
-    lowered = query.lower()
+    content = stop = 0
+    lowered = query[:MAX_QUERY_CHARS].lower()
     for match in re.finditer(f"{_CJK_RUN.pattern}|{_WORD.pattern}", lowered):
         term = match.group(0)[:MAX_TERM_CHARS]
-        bucket = runs if _CJK_RUN.fullmatch(term) else words
-        if term not in bucket:
-            bucket.append(term)
-        if len(words) + len(runs) == MAX_TERMS:
-            break
-    return QueryTerms(tuple(words), tuple(runs))
+        if _CJK_RUN.fullmatch(term):
+            if term not in runs and content < MAX_TERMS:
+                runs.append(term)
+                content += 1
+        elif term in counts:
+            counts[term] = min(counts[term] + 1, MAX_REPEATS)
+        elif term in STOP_WORDS:
+            if stop < MAX_TERMS:
+                counts[term] = 1
+                stop += 1
+        elif content < MAX_TERMS:
+            counts[term] = 1
+            content += 1
+    return QueryTerms(tuple(counts), tuple(runs), tuple(counts.values()))
 
 
 def quoted(term: str) -> str:
@@ -62,6 +105,13 @@ def quoted(term: str) -> str:
 def any_of(terms: tuple[str, ...] | list[str]) -> str | None:
     """An OR of quoted terms (partial matches still rank), or None for no terms."""
     return " OR ".join(quoted(t) for t in terms) or None
+
+
+def weighted_any_of(terms: tuple[str, ...] | list[str], repeats: dict[str, int]) -> str | None:
+    """An OR of quoted terms in which a term is repeated ``repeats[term]``
+    times (FTS5 bm25 adds one contribution per phrase: its query-term frequency)."""
+    phrases = [quoted(t) for t in terms for _ in range(max(1, min(repeats.get(t, 1), MAX_REPEATS)))]
+    return " OR ".join(phrases) or None
 
 
 def all_of(terms: tuple[str, ...] | list[str]) -> str | None:

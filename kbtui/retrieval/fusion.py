@@ -15,9 +15,32 @@ union of every id either arm returned.
   it by 1 instead, which lets the other arm's tilted ranks bury it: a rare
   keyword found by the lexical arm alone lost to every vector-only hit. An
   arm with non-finite scores contributes plain, untilted RRF.
-* ``convex``: a convex combination of min-max normalised scores
-  (``alpha`` for the vector arm); an id missing from an arm counts as that
-  arm's floor. Falls back to RRF when either arm has no usable scores.
+* ``convex`` (the default): ``alpha * vector + (1 - alpha) * lexical`` over
+  each arm's scores normalised by their own distribution over the candidate
+  pool: mean - 3 sd maps to 0 and mean + 3 sd to 1, and a candidate further
+  above its pool counts up to ``DISTRIBUTION_CEILING`` (min-max would give
+  every arm's top exactly 1, however unremarkable it is). An id missing from
+  an arm gets 0 from it. A lexical list shorter than the pool it was asked
+  for is exhaustive (nothing else holds any query word), so it is normalised
+  as if the rest of the pool had scored 0: a word found in one chunk makes
+  that chunk stand far out, as an exact identifier should. An arm with no
+  usable scores (empty, single, constant, not finite) falls back to RRF.
+
+  The vector arm's weight ``alpha`` follows the query: for an embedding
+  model with a measured similarity midpoint it is ``0.5 + top cosine -
+  midpoint``, clipped to [0.2, 0.8], so a query the model matches closely
+  (a question whose answer it recognises) leans on the dense arm, and a
+  query it cannot place (an identifier, a word it never saw: the top
+  cosine is low) leans on the lexical arm. A model without a measured
+  midpoint gets ``CONVEX_ALPHA``.
+
+Why (measured with ``kbtui eval`` and on simulated regimes, see the README):
+every fixed weighting fails one regime. Rank fusion (``rrf``,
+``score_aware``) falls well below the dense arm when the lexical arm is
+much weaker, and a vector-leaning fixed alpha loses most exact-identifier
+lookups, where the dense arm is clueless. The top cosine tells the two
+apart (about .7 for real questions, .15 to .4 for identifier lookups with
+all-MiniLM-L6-v2).
 
 Ties break by first appearance (the arms' order), so results are stable.
 """
@@ -30,18 +53,31 @@ from dataclasses import dataclass
 
 RRF_K = 60
 SCORE_AWARE_WEIGHT = 0.5
-CONVEX_ALPHA = 0.5
+CONVEX_ALPHA = 0.5  # the vector arm's weight when the model has no measured midpoint
+ALPHA_RANGE = (0.2, 0.8)
+DISTRIBUTION_SPREAD = 3.0
+DISTRIBUTION_CEILING = 1.5
+# Top cosine at which both arms weigh the same, per embedding model. Measured
+# for all-MiniLM-L6-v2 on Cranfield, CISI and known-item queries: the value
+# with the smallest worst-case loss against the better arm across regimes.
+SIMILARITY_MIDPOINTS = {"all-MiniLM-L6-v2-int8": 0.55}
 
 FUSION_STRATEGIES = ("rrf", "score_aware", "convex")
-DEFAULT_FUSION = "score_aware"
+DEFAULT_FUSION = "convex"
 
 
 @dataclass(frozen=True)
 class ArmResult:
-    """One arm's ranking: ``(id, score)`` best first, higher score is better."""
+    """One arm's ranking: ``(id, score)`` best first, higher score is better.
+
+    ``unlisted_zeros``: how many more candidates are known to score 0 (the
+    lexical arm returned fewer than the pool it was asked for: every other
+    chunk holds none of the words). Used by ``convex`` normalisation only.
+    """
 
     name: str
     ranked: Sequence[tuple[Hashable, float]]
+    unlisted_zeros: int = 0
 
 
 def reciprocal_rank_fusion(
@@ -88,12 +124,35 @@ def score_aware_fusion(
     return _sorted(scores)
 
 
+def distribution_normalised_scores(
+    scores: Sequence[float],
+    *,
+    unlisted_zeros: int = 0,
+    spread: float = DISTRIBUTION_SPREAD,
+    ceiling: float = DISTRIBUTION_CEILING,
+) -> list[float] | None:
+    """Scores mapped so that mean - spread*sd is 0 and mean + spread*sd is 1,
+    floored at 0 and capped at ``ceiling``; mean and sd also count
+    ``unlisted_zeros`` scores of 0. None when that carries no signal (fewer
+    than two scores in all, no spread, or any not finite)."""
+    count = len(scores) + max(0, unlisted_zeros)
+    if count < 2 or not scores or not all(math.isfinite(s) for s in scores):
+        return None
+    mean = sum(scores) / count
+    variance = (sum((s - mean) ** 2 for s in scores) + max(0, unlisted_zeros) * mean * mean) / count
+    sd = math.sqrt(variance)
+    if sd <= 1e-12 * max(1.0, abs(mean)):
+        return None
+    low = mean - spread * sd
+    return [min(ceiling, max(0.0, (s - low) / (2 * spread * sd))) for s in scores]
+
+
 def convex_fusion(
     vector: ArmResult, lexical: ArmResult, alpha: float = CONVEX_ALPHA, k: int = RRF_K
 ) -> list[tuple[Hashable, float]]:
-    """``alpha * vector + (1 - alpha) * lexical`` over min-max normalised scores."""
-    vector_norm = normalised_scores([s for _, s in vector.ranked])
-    lexical_norm = normalised_scores([s for _, s in lexical.ranked])
+    """``alpha * vector + (1 - alpha) * lexical`` over distribution-normalised scores."""
+    vector_norm = distribution_normalised_scores([s for _, s in vector.ranked], unlisted_zeros=vector.unlisted_zeros)
+    lexical_norm = distribution_normalised_scores([s for _, s in lexical.ranked], unlisted_zeros=lexical.unlisted_zeros)
     if vector_norm is None or lexical_norm is None:
         return reciprocal_rank_fusion([[i for i, _ in vector.ranked], [i for i, _ in lexical.ranked]], k)
     scores: dict[Hashable, float] = {}
@@ -104,14 +163,27 @@ def convex_fusion(
     return _sorted(scores)
 
 
-def fuse(strategy: str, lexical: ArmResult, vector: ArmResult) -> list[tuple[Hashable, float]]:
-    """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``)."""
+def vector_weight(top_similarity: float | None, model: str | None) -> float:
+    """The vector arm's ``alpha`` in ``convex`` for a query whose best vector
+    hit has cosine ``top_similarity`` under embedding ``model``."""
+    midpoint = SIMILARITY_MIDPOINTS.get(model or "")
+    if midpoint is None or top_similarity is None or not math.isfinite(top_similarity):
+        return CONVEX_ALPHA
+    low, high = ALPHA_RANGE
+    return min(high, max(low, 0.5 + top_similarity - midpoint))
+
+
+def fuse(
+    strategy: str, lexical: ArmResult, vector: ArmResult, *, alpha: float = CONVEX_ALPHA
+) -> list[tuple[Hashable, float]]:
+    """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``);
+    ``alpha`` is the vector arm's weight in ``convex`` (see :func:`vector_weight`)."""
     if strategy == "rrf":
         return reciprocal_rank_fusion([[i for i, _ in lexical.ranked], [i for i, _ in vector.ranked]], RRF_K)
     if strategy == "score_aware":
         return score_aware_fusion([lexical, vector], RRF_K, SCORE_AWARE_WEIGHT)
     if strategy == "convex":
-        return convex_fusion(vector, lexical, CONVEX_ALPHA, RRF_K)
+        return convex_fusion(vector, lexical, alpha, RRF_K)
     raise ValueError(f"unknown fusion strategy {strategy!r}")
 
 

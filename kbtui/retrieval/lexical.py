@@ -12,7 +12,9 @@ zero). The plan, from cheap capped row counts:
    query has a rarer word: bm25 gives it no weight anyway (its idf is
    clamped at zero there), it would only cost time;
 3. the remaining words, rarest first, are ranked together while the rows
-   they match stay within ``ROW_BUDGET`` (the latency bound);
+   they match stay within ``ROW_BUDGET`` (the latency bound); a word said
+   several times in the query is ranked with its repeats (BM25 query-term
+   frequency) and costs its rows once per repeat;
 4. when not even the rarest word fits the budget (a query of only very
    common words on a large index), the newest chunks holding all of them
    (up to four) are returned without ranking, from a bounded window.
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kbtui.retrieval.fts_query import QueryTerms
+from kbtui.retrieval.fts_query import STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from store import fts
 
@@ -36,28 +38,10 @@ RECENCY_WINDOW = 20_000
 CJK_SUBSTRING_WINDOW = 20_000
 
 
-STOP_WORDS = frozenset(
-    (
-        # English (the usual IR list)
-        "a about above after again against all am an and any are as at be because been before being "
-        "below between both but by can could did do does doing down during each few for from further "
-        "had has have having he her here hers herself him himself his how i if in into is it its itself "
-        "just me more most my myself no nor not now of off on once only or other our ours ourselves out "
-        "over own same she should so some such than that the their theirs them themselves then there "
-        "these they this those through to too under until up very was we were what when where which "
-        "while who whom why will with would you your yours yourself yourselves "
-        # German
-        "aber als am an auch auf aus bei bin bis da damit dann das dass dem den der des die dies doch "
-        "dort du durch ein eine einem einen einer eines er es für hat hatte ich ihr im in ist ja kann "
-        "mit nach nicht noch nur ob oder sich sie sind so über um und uns von vor war was welche wenn "
-        "wer wie wir wird wo zu zum zur"
-    ).split()
-)
-
-
 @dataclass(frozen=True)
 class LexicalPlan:
     ranked: tuple[str, ...]  # words ranked with BM25
+    repeats: tuple[int, ...]  # query-term frequency of each ranked word
     pruned: tuple[str, ...]  # words left out as too common
     recency: tuple[str, ...]  # all-common query: newest chunks holding these
     missing: tuple[str, ...]  # words found in no chunk
@@ -70,10 +54,18 @@ class LexicalResult:
 
 
 def plan_words(
-    words: Sequence[str], row_counts: Mapping[str, int], total_chunks: int, *, budget: int = ROW_BUDGET
+    words: Sequence[str],
+    row_counts: Mapping[str, int],
+    total_chunks: int,
+    *,
+    budget: int = ROW_BUDGET,
+    repeats: Mapping[str, int] | None = None,
 ) -> LexicalPlan:
     """Decide how to search ``words`` given how many chunks hold each (counts
-    capped above ``budget``). Pure: see the module docstring."""
+    capped above ``budget``) and how often each occurs in the query (a
+    repeated word is read once per repeat, so it costs that many times its
+    rows). Pure: see the module docstring."""
+    repeats = repeats or {}
     missing = tuple(w for w in words if row_counts.get(w, 0) == 0)
     present = sorted((w for w in words if row_counts.get(w, 0) > 0), key=lambda w: row_counts[w])
     content_words = [w for w in present if w not in STOP_WORDS]
@@ -85,16 +77,21 @@ def plan_words(
     ranked: list[str] = []
     spent = 0
     for word in candidates:
-        if spent + row_counts[word] > budget:
+        cost = row_counts[word] * max(1, repeats.get(word, 1))
+        if spent + cost > budget:
+            if not ranked and row_counts[word] <= budget:
+                ranked.append(word)  # the rarest word fits once: rank it without its repeats
+                spent += row_counts[word]
+                repeats = {**repeats, word: 1}
             break
         ranked.append(word)
-        spent += row_counts[word]
+        spent += cost
     if ranked:
         pruned = tuple(w for w in present if w not in ranked) + tuple(stopped)
-        return LexicalPlan(tuple(ranked), pruned, (), missing)
+        return LexicalPlan(tuple(ranked), tuple(max(1, repeats.get(w, 1)) for w in ranked), pruned, (), missing)
     recency = tuple(present[:RECENCY_WORDS])
     pruned = tuple(present[RECENCY_WORDS:]) + tuple(stopped)
-    return LexicalPlan((), pruned, recency, missing)
+    return LexicalPlan((), (), pruned, recency, missing)
 
 
 def lexical_candidates(
@@ -104,10 +101,14 @@ def lexical_candidates(
     words = list(terms.words)
     total = fts.indexed_chunk_count()
     counts = fts.term_row_counts(words, ROW_BUDGET + 1, generation=total) if words else {}
-    plan = plan_words(words, counts, total, budget=ROW_BUDGET)
+    plan = plan_words(words, counts, total, budget=ROW_BUDGET, repeats=terms.repeats_of())
     lists: list[list[tuple[int, float]]] = []
     if plan.ranked:
-        lists.append(fts.ranked_matches(plan.ranked, collection_id, document_id=document_id, limit=limit))
+        lists.append(
+            fts.ranked_matches(
+                plan.ranked, collection_id, document_id=document_id, limit=limit, repeats=plan.repeats
+            )
+        )
     elif plan.recency:
         newest = fts.newest_matches(
             plan.recency, collection_id, document_id=document_id, limit=limit, window=RECENCY_WINDOW

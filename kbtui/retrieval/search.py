@@ -27,8 +27,10 @@ import numpy as np
 
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
-from kbtui.retrieval.fts_query import QueryTerms, parse_query
-from kbtui.retrieval.fusion import DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion
+from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, QueryTerms, parse_query
+from kbtui.retrieval.fusion import (
+    DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion, vector_weight,
+)
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from store.db import database
@@ -38,7 +40,6 @@ from store.vectors import exact_search
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "lexical", "vector")
-MAX_QUERY_CHARS = 4_096  # what the embedder sees; the FTS arm keeps MAX_TERMS words anyway
 NEIGHBOUR_WINDOW = 1
 RERANKER_TARGET = "reranker"
 
@@ -60,6 +61,7 @@ class SearchRequest:
     expand_neighbors: bool = False
     mode: str = "hybrid"  # hybrid | lexical | vector (eval and benchmarks compare the arms)
     fusion: str | None = None  # None: the configured strategy
+    per_document: bool = False  # one hit per document (its best chunk), up to ``limit`` documents
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ class SearchExplain:
     lexical_plan: LexicalPlan | None
     reranked: bool
     timings_ms: dict[str, float]
+    vector_weight: float | None = None  # convex fusion's weight of the vector arm for this query
 
 
 @dataclass(frozen=True)
@@ -199,12 +202,19 @@ class SearchService:
 
         lexical_ranked = lexical.ranked if lexical else []
         fusion_started = time.perf_counter()
+        alpha: float | None = None
         if mode == "lexical":
             fused = _as_fused(lexical_ranked)
         elif mode == "vector":
             fused = _as_fused(semantic)
         elif lexical_ranked and semantic:
-            fused = fuse(strategy, ArmResult("lexical", lexical_ranked), ArmResult("vector", semantic))
+            # A short bm25 list is exhaustive: every other chunk in scope holds none of the words.
+            unlisted = pool - len(lexical_ranked) if lexical and lexical.plan.ranked else 0
+            alpha = vector_weight(semantic[0][1], self.embedder.identity.model if self.embedder else None)
+            fused = fuse(
+                strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic),
+                alpha=alpha,
+            )
         else:
             # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
             fused = reciprocal_rank_fusion([[c for c, _ in (lexical_ranked or semantic)]])
@@ -216,13 +226,18 @@ class SearchService:
             request, fused, lexical_ranked, semantic, started, limit, degraded, timings
         )
         if reranked is not None:
-            selected, score_kind, rows = reranked
+            ordered, score_kind, rows = reranked
         else:
-            selected, score_kind, rows = fused[:limit], "Fusion", None
+            ordered, score_kind, rows = fused, "Fusion", {}
         fusion_rank = {c: rank for rank, (c, _) in enumerate(fused, start=1)}
 
         hydrate_started = time.perf_counter()
-        rows = rows if rows is not None else self._hydrate(request, [c for c, _ in selected])
+        if request.per_document:
+            selected, rows = self._best_chunk_per_document(request, ordered, limit, rows)
+        else:
+            selected = ordered[:limit]
+            missing = [c for c, _ in selected if c not in rows]
+            rows = {**rows, **self._hydrate(request, missing)} if missing else rows
         hits = []
         for chunk_id, score in selected:
             row = rows.get(chunk_id)
@@ -265,6 +280,7 @@ class SearchService:
             lexical_plan=lexical.plan if lexical else None,
             reranked=score_kind == "Rerank",
             timings_ms={k: round(v, 3) for k, v in timings.items()},
+            vector_weight=round(alpha, 3) if alpha is not None and strategy == "convex" else None,
         )
         return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain)
 
@@ -378,8 +394,7 @@ class SearchService:
                 self._ask_for_warm(RERANKER_TARGET)
             return None
         order = sorted(range(len(present)), key=lambda i: (-outcome.scores[i], i))
-        selected = [(present[i][0], outcome.scores[i]) for i in order[:limit]]
-        return selected, "Rerank", rows
+        return [(present[i][0], outcome.scores[i]) for i in order], "Rerank", rows
 
     def _ask_for_warm(self, target: str) -> None:
         if self.request_warm is None:
@@ -416,6 +431,33 @@ class SearchService:
             )
             for row in rows
         }
+
+    def _best_chunk_per_document(
+        self,
+        request: SearchRequest,
+        ordered: Sequence[tuple[Hashable, float]],
+        limit: int,
+        rows: dict[Hashable, _Row],
+    ) -> tuple[list[tuple[Hashable, float]], dict[Hashable, _Row]]:
+        """The first (best) chunk of each document in ``ordered``, up to
+        ``limit`` documents; hydrates the ranking a slice at a time."""
+        rows = dict(rows)
+        selected: list[tuple[Hashable, float]] = []
+        seen: set[str] = set()
+        step = max(2 * limit, 20)
+        for start in range(0, len(ordered), step):
+            part = ordered[start : start + step]
+            missing = [c for c, _ in part if c not in rows]
+            if missing:
+                rows.update(self._hydrate(request, missing))
+            for chunk_id, score in part:
+                row = rows.get(chunk_id)
+                if row is not None and row.document_id not in seen:
+                    seen.add(row.document_id)
+                    selected.append((chunk_id, score))
+                    if len(selected) == limit:
+                        return selected, rows
+        return selected, rows
 
     def _with_neighbours(self, hit: Hit) -> Hit:
         rows = database.execute_sql(

@@ -31,7 +31,7 @@ def test_search_explain_shows_arms_plan_and_timings(run_cli, tmp_path):
     payload = json.loads(run_cli("search", "what is the zebracorn budget", "--explain", "--json").out)
     plan = payload["explain"]["lexical_plan"]
     assert set(plan["ranked"]) == {"zebracorn", "budget"} and "the" in plan["pruned"] and "what" in plan["missing"]
-    assert payload["explain"]["fusion"] == "score_aware"
+    assert payload["explain"]["fusion"] == "convex"
     hit = payload["hits"][0]
     assert hit["lexical_rank"] == 1 and hit["lexical_score"] > 0 and hit["neighbors"] == []
 
@@ -81,4 +81,27 @@ def test_kbtui_eval_reports_every_arm_without_touching_the_knowledge_base(run_cl
     assert lexical["mrr"] == 1.0 and lexical["recall_at_100"] == 1.0
     assert json.loads(run_cli("ls", "--json").out) == []  # the operator's own knowledge base is untouched
     table = run_cli("eval", "--beir", str(beir), "--provider", "hash").out
-    assert "nDCG@10" in table and "hybrid (score_aware)" in table
+    assert "nDCG@10" in table and "hybrid (convex)" in table
+
+
+def test_kbtui_eval_home_keeps_the_knowledge_base_and_reuses_it(run_cli, tmp_path, home):
+    beir = write_beir(tmp_path / "beir")
+    kept = tmp_path / "kept"
+    first = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--json", "--home", str(kept))
+    assert first.code == 0, first.err
+    assert (kept / "kb.sqlite3").exists()
+    again = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--json", "--home", str(kept))
+    assert again.code == 0, again.err
+    strip = lambda out: [{k: v for k, v in r.items() if not k.endswith("_ms")} for r in json.loads(out)]  # noqa: E731
+    assert strip(again.out) == strip(first.out)
+    import sqlite3
+
+    with sqlite3.connect(kept / "kb.sqlite3") as db:
+        assert db.execute("SELECT count(*) FROM document").fetchone()[0] == 4  # reused, not added twice
+    other = run_cli("eval", "--beir", str(beir), "--provider", "local", "--home", str(kept))
+    assert other.code != 0 and "another collection or provider" in other.err
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    assert run_cli("eval", "--beir", str(beir), "--provider", "hash", "--home", str(stranger)).code != 0
+    assert run_cli("eval", "--beir", str(beir), "--provider", "hash", "--home", str(home)).code != 0

@@ -8,8 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbtui.retrieval.eval import ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
-from kbtui.retrieval.fts_query import MAX_TERMS, parse_query
-from kbtui.retrieval.fusion import ArmResult, convex_fusion, normalised_scores, reciprocal_rank_fusion, score_aware_fusion
+from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, MAX_REPEATS, MAX_TERMS, STOP_WORDS, parse_query, weighted_any_of
+from kbtui.retrieval.fusion import (
+    ALPHA_RANGE, CONVEX_ALPHA, SIMILARITY_MIDPOINTS, ArmResult, convex_fusion, distribution_normalised_scores, fuse,
+    normalised_scores, reciprocal_rank_fusion, score_aware_fusion, vector_weight,
+)
 from kbtui.retrieval.lexical import ROW_BUDGET, plan_words
 from kbtui.retrieval.rerank import parse_rerank_response, rerank_skip_reason
 
@@ -33,8 +36,29 @@ def test_cjk_runs_are_kept_apart_from_words_and_emoji_are_not_terms():
 @given(st.text())
 def test_any_text_parses_into_at_most_max_terms_quote_free_terms(text):
     terms = parse_query(text)
-    assert len(terms.words) + len(terms.cjk_runs) <= MAX_TERMS
+    content = [w for w in terms.words if w not in STOP_WORDS]
+    assert len(content) + len(terms.cjk_runs) <= MAX_TERMS
+    assert len(terms.words) - len(content) <= MAX_TERMS
     assert not any('"' in t for t in terms.words + terms.cjk_runs)
+    assert len(terms.repeats) == len(terms.words) and all(1 <= r <= MAX_REPEATS for r in terms.repeats)
+
+
+def test_a_word_said_several_times_counts_that_often_up_to_the_cap():
+    terms = parse_query("Titles, titles and TITLES: what makes titles useful? titles again")
+    assert terms.repeats_of()["titles"] == MAX_REPEATS
+    assert terms.repeats_of()["useful"] == 1
+    assert weighted_any_of(["titles", "useful"], terms.repeats_of()) == " OR ".join(['"titles"'] * MAX_REPEATS + ['"useful"'])
+
+
+def test_stop_words_do_not_use_up_the_content_term_cap():
+    words = [f"term{i}" for i in range(MAX_TERMS)]
+    query = " ".join(f"the {w} of what" for w in words)
+    assert [w for w in parse_query(query).words if w not in STOP_WORDS] == words
+
+
+def test_only_the_first_max_query_chars_are_looked_at():
+    query = "a " * (MAX_QUERY_CHARS // 2) + "needle"
+    assert "needle" not in parse_query(query).words
 
 
 def test_plan_drops_stop_words_and_missing_words_but_keeps_a_stop_word_only_query():
@@ -56,6 +80,14 @@ def test_plan_ranks_rarest_words_within_the_row_budget():
     plan = plan_words(list(counts), counts, 10_000_000)
     assert plan.ranked == ("c3", "a1")  # 3000 + 4000 fit; + 5000 would not
     assert plan.pruned == ("b2",)
+
+
+def test_plan_counts_a_repeated_word_once_per_repeat_against_the_budget():
+    counts = {"a1": 4500, "c3": 3000}
+    plan = plan_words(list(counts), counts, 10_000_000, repeats={"c3": 2, "a1": 1})
+    assert plan.ranked == ("c3",) and plan.repeats == (2,)  # 6000 + 4500 would pass the budget
+    alone = plan_words(["c3"], {"c3": 6000}, 10_000_000, repeats={"c3": 3})
+    assert alone.ranked == ("c3",) and alone.repeats == (1,)  # fits once: ranked without its repeats
 
 
 def test_plan_falls_back_to_newest_matches_when_every_word_is_over_budget():
@@ -106,6 +138,61 @@ def test_score_aware_still_lets_agreement_beat_one_arms_top():
     lexical = ArmResult("lexical", [("pg", 3.0)])
     vector = ArmResult("vector", [("ssh", 0.02), ("pg", 0.01)])
     assert score_aware_fusion([lexical, vector])[0][0] == "pg"
+
+
+def test_distribution_normalisation_maps_three_deviations_and_needs_spread():
+    assert distribution_normalised_scores([1.0]) is None
+    assert distribution_normalised_scores([2.0, 2.0]) is None
+    assert distribution_normalised_scores([1.0, float("nan")]) is None
+    even = distribution_normalised_scores([float(x) for x in range(10, 0, -1)])
+    assert 0.7 < even[0] < 0.8 and 0.2 < even[-1] < 0.3  # an even spread: no candidate stands out
+    outlier = distribution_normalised_scores([100.0] + [1.0 + 0.01 * i for i in range(39)])
+    assert outlier[0] == 1.5 and all(0.4 < x < 0.5 for x in outlier[1:])  # far out: up to the ceiling
+
+
+def test_a_short_exhaustive_list_is_normalised_against_the_zeros_it_left_out():
+    assert distribution_normalised_scores([7.0]) is None
+    alone = distribution_normalised_scores([7.0], unlisted_zeros=39)
+    assert alone == [1.5]
+    pair = distribution_normalised_scores([7.0, 6.5], unlisted_zeros=38)
+    assert pair[0] > 1.0 and pair[1] > 1.0
+
+
+def test_convex_fusion_keeps_a_one_chunk_exact_match_above_the_vector_arms_top():
+    # An identifier found in one chunk only; the vector arm knows nothing about it.
+    lexical = ArmResult("lexical", [("exact", 7.3)], unlisted_zeros=39)
+    vector = ArmResult("vector", [(f"v{i}", 0.50 - 0.005 * i) for i in range(40)])
+    assert convex_fusion(vector, lexical)[0][0] == "exact"
+    # Without knowing the list is exhaustive there is no signal: plain RRF, where ranks tie.
+    plain = convex_fusion(vector, ArmResult("lexical", [("exact", 7.3)]))
+    assert plain == reciprocal_rank_fusion([[i for i, _ in vector.ranked], ["exact"]])
+
+
+def test_convex_fusion_puts_agreement_above_either_arms_lone_top():
+    vector = ArmResult("vector", [("v", 0.62), ("both", 0.60)] + [(f"v{i}", 0.40 - 0.005 * i) for i in range(20)])
+    lexical = ArmResult("lexical", [("l", 9.0), ("both", 8.8)] + [(f"l{i}", 4.0 - 0.05 * i) for i in range(20)])
+    assert convex_fusion(vector, lexical)[0][0] == "both"
+
+
+def test_the_vector_weight_follows_how_closely_the_model_matched_the_query():
+    model = "all-MiniLM-L6-v2-int8"
+    midpoint = SIMILARITY_MIDPOINTS[model]
+    assert math.isclose(vector_weight(midpoint, model), 0.5)
+    assert vector_weight(midpoint + 0.2, model) > 0.5 > vector_weight(midpoint - 0.2, model)
+    assert vector_weight(0.99, model) == ALPHA_RANGE[1] and vector_weight(-0.5, model) == ALPHA_RANGE[0]
+    # A model nobody measured, or no vector hit: the fixed weight.
+    assert vector_weight(0.9, "some-other-model") == CONVEX_ALPHA
+    assert vector_weight(None, model) == CONVEX_ALPHA and vector_weight(float("nan"), model) == CONVEX_ALPHA
+
+
+def test_convex_fusion_leans_on_the_arm_the_weight_favours():
+    # The arms disagree on the order of the same candidates.
+    vector = ArmResult("vector", [(f"c{i}", 0.70 - 0.01 * i) for i in range(30)])
+    lexical = ArmResult("lexical", [(f"c{29 - i}", 12.0 - 0.3 * i) for i in range(30)])
+    model = "all-MiniLM-L6-v2-int8"
+    close = fuse("convex", lexical, vector, alpha=vector_weight(0.80, model))
+    clueless = fuse("convex", lexical, vector, alpha=vector_weight(0.20, model))
+    assert close[0][0] == "c0" and clueless[0][0] == "c29"
 
 
 def test_convex_fusion_blends_normalised_scores_and_falls_back_to_rrf():

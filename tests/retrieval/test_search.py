@@ -157,3 +157,56 @@ def test_a_word_indexed_after_a_search_is_found_at_once(node, indexed):
     assert search(node, "quokkaword", mode="lexical").hits == []
     added = indexed("second.md", "# Second\n\nthe quokkaword arrives")
     assert [h.document_id for h in search(node, "quokkaword", mode="lexical").hits] == [added]
+
+
+def test_a_word_repeated_in_the_query_weighs_more_in_the_lexical_arm(node, indexed):
+    gears = indexed("gears.md", "# Notes\n\nThe quillon gearbox needs oil.")
+    pumps = indexed("pumps.md", "# Notes\n\nThe quillon pumphouse needs oil.")
+    first = search(node, "gearbox pumphouse pumphouse", mode="lexical").hits
+    assert [h.document_id for h in first] == [pumps, gears]
+    second = search(node, "gearbox gearbox pumphouse", mode="lexical").hits
+    assert [h.document_id for h in second] == [gears, pumps]
+    assert second[0].lexical_score > first[1].lexical_score  # the repeat added to the score
+    assert search(node, "gearbox gearbox pumphouse", mode="lexical").explain.lexical_plan.repeats == (2, 1)
+
+
+def test_per_document_search_returns_each_documents_best_chunk_once(node, indexed):
+    long_text = "\n\n".join(f"## Part {i}\n\nThe lorikeet migration, chapter {i}. " + "filler words " * 80 for i in range(5))
+    crowded = indexed("crowded.md", "# Lorikeets\n\n" + long_text)
+    others = [indexed(f"other{i}.md", f"# Other {i}\n\nA lorikeet was seen once near tower {i}.") for i in range(3)]
+    for mode in ("hybrid", "lexical", "vector"):
+        chunks = search(node, "lorikeet migration", mode=mode, limit=4).hits
+        documents = search(node, "lorikeet migration", mode=mode, limit=4, per_document=True).hits
+        ids = [h.document_id for h in documents]
+        assert len(ids) == len(set(ids)) == 4, mode
+        assert set(ids) == {crowded, *others}, mode
+        # The best chunk of the top document is the chunk search ranks first.
+        assert documents[0].chunk_id == chunks[0].chunk_id, mode
+    assert len({h.document_id for h in search(node, "lorikeet migration", mode="lexical", limit=4).hits}) < 4
+
+
+def test_ranking_before_the_scope_check_gives_the_scoped_answer(node, indexed, monkeypatch):
+    from store import fts
+
+    crowd = [indexed(f"hr{i}.md", f"# HR {i}\n\nwalrus walrus walrus payroll {i}", collection="HR") for i in range(4)]
+    ops = [indexed(f"ops{i}.md", f"# Ops {i}\n\nthe walrus tank needs cleaning, item {i} of many more words", collection="OPS")
+           for i in range(2)]
+
+    def scoped(collection):
+        sql_scope, params = fts._scope(collection, None)
+        rows = database.execute_sql(
+            f"SELECT f.rowid FROM chunk_fts AS f {sql_scope} AND chunk_fts MATCH ? "
+            f"ORDER BY bm25(chunk_fts, {fts._WEIGHTS_SQL}) LIMIT 10",
+            [*params, '"walrus"'],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    # Only two rows overall are looked at first: both are HR's, so OPS needs the scoped query.
+    monkeypatch.setattr(fts, "OVERALL_DEPTH_MIN", 2)
+    monkeypatch.setattr(fts, "OVERALL_DEPTH_FACTOR", 1)
+    for collection, expected in (("OPS", ops), ("HR", crowd)):
+        found = fts.ranked_matches(["walrus"], collection, limit=2)
+        assert [c for c, _ in found] == scoped(collection)[:2]
+        hits = search(node, "walrus", mode="lexical", collection=collection, limit=2).hits
+        assert {h.document_id for h in hits} <= set(expected) and len(hits) == 2
+    assert [c for c, _ in fts.ranked_matches(["walrus"], "OPS", limit=10)] == scoped("OPS")
