@@ -212,7 +212,7 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
         exact_times.append(ms)
         truth.append(set(top.tolist()))
     records.append(summary(size, "vector exact numpy (in memory)", exact_times, recall_at_10=1.0))
-    del matrix
+    matrix = None  # free it before the index is loaded
 
     vectors = vector_store(corpus.home)
     embedder = PreparedQueryEmbedder({q.text: q.vector for q in queries})

@@ -32,7 +32,7 @@ from textual.worker import Worker, WorkerState
 from actors.events import DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.bridge import TuiBridge
-from kbtui.cli import collect_files
+from kbtui.collect import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.commands import KbtuiCommands
 from kbtui.config import Config

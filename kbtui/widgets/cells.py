@@ -11,7 +11,7 @@ import time
 
 from rich.text import Text
 
-from kbtui.cli import human_size  # noqa: F401 - one size format for the CLI and the UI
+from kbtui.printable import human_size  # noqa: F401 - one size format for the CLI and the UI
 from kbtui.printable import printable
 from store.models import Status
 

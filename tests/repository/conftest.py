@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbtui.cli import index_pending
+from kbtui.cli.repositories import index_pending
 from kbtui.repository.importer import ImportReport, import_repository, register_repository
 from kbtui.repository.scan import ScanLimits
 

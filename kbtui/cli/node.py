@@ -1,0 +1,74 @@
+"""The headless node and its status."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+import click
+
+from actors.status_writer import STATUS_FILE_NAME
+from kbtui.cli.common import cli, log, open_node, stdout
+from kbtui.logs import configure_logging
+from store import catalog
+from store.node_lock import node_running
+
+
+@cli.command()
+@click.pass_context
+def serve(ctx: click.Context) -> int:
+    """Run the node headless: index queued documents until SIGINT/SIGTERM."""
+    node = open_node(ctx)
+    configure_logging(node.config.home, to_stderr_level=logging.INFO)
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
+    with node.pipeline() as runtime:
+        log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+        while not stopping.wait(SERVE_REPORT_INTERVAL_S):
+            state = runtime.state()
+            counts = catalog.status_counts()
+            log.info(
+                "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
+                state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
+                ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
+            )
+        log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    return 0
+
+
+SERVE_REPORT_INTERVAL_S = 30.0
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> int:
+    """Whether a node runs, its queue, and documents by status."""
+    node = open_node(ctx)
+    running = node_running(node.config.home)
+    queue = read_node_status(node.config.home) if running else None
+    counts = catalog.status_counts()
+    if as_json:
+        click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
+        return 0
+    stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
+    if queue:
+        stdout.print(
+            f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
+            f"accepted {queue['accepted']}, rejected {queue['rejected']}"
+            + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
+        )
+    stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    return 0
+
+
+def read_node_status(home: Path) -> dict[str, object] | None:
+    try:
+        return json.loads((home / STATUS_FILE_NAME).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None

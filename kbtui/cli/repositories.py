@@ -1,0 +1,177 @@
+"""Registered Git repositories and their import."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
+from kbtui.cli.documents import index_and_follow
+from kbtui.collections import canonical_collection_id
+from kbtui.node import Node
+from kbtui.printable import human_size
+from kbtui.repository.importer import (
+    ImportFailed,
+    ImportReport,
+    import_repository,
+    register_repository,
+)
+from kbtui.repository.scan import ScanLimits
+from store import repositories
+from store.models import Document
+from store.repositories import RegisteredRepository
+
+
+@cli.group()
+def repo() -> None:
+    """Register local Git repositories for `kbtui import`."""
+
+
+def repository_json(repository: RegisteredRepository) -> dict[str, object]:
+    """The stable JSON shape of a registered repository (documented in README.md)."""
+    return {
+        "repository_id": repository.id,
+        "name": repository.name,
+        "root": repository.root,
+        "created_at": repository.created_at,
+        "last_import_at": repository.last_import_at,
+        "last_import_status": repository.last_import_status,
+        "document_count": repositories.document_count(repository.id),
+    }
+
+
+@repo.command("add")
+@click.argument("path")
+@click.option("--name", help="A label to refer to it by (default: the folder name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the registration as JSON.")
+@click.pass_context
+def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> int:
+    """Register PATH, which must be the top level of a Git working tree."""
+    node = open_node(ctx)
+    registered = register_repository(node.store, Path(path), name)
+    if as_json:
+        click.echo(json.dumps(repository_json(registered), indent=2))
+    else:
+        stdout.print(f"registered {registered.id} {shown(registered.name)}")
+    return 0
+
+
+@repo.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Print registrations as JSON.")
+@click.pass_context
+def repo_ls(ctx: click.Context, as_json: bool) -> int:
+    """List registered repositories."""
+    node = open_node(ctx)
+    registered = repositories.list_repositories(node.store)
+    if as_json:
+        click.echo(json.dumps([repository_json(r) for r in registered], indent=2))
+        return 0
+    if not registered:
+        stdout.print("no repositories")
+        return 0
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("ID", "NAME", "ROOT", "DOCUMENTS", "LAST IMPORT"):
+        table.add_column(column, no_wrap=column not in ("NAME", "ROOT"))
+    for r in registered:
+        last = "-" if r.last_import_at is None else (
+            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_import_at))} {r.last_import_status}"
+        )
+        table.add_row(
+            r.id[:12], shown(r.name), shown(r.root),
+            str(repositories.document_count(r.id)), last,
+        )
+    stdout.print(table)
+    return 0
+
+
+@repo.command("rm")
+@click.argument("repository")
+@click.option("--purge", is_flag=True, help="Also delete the documents it imported.")
+@click.pass_context
+def repo_rm(ctx: click.Context, repository: str, purge: bool) -> int:
+    """Forget a registration (its documents stay unless --purge)."""
+    node = open_node(ctx)
+    registered = repositories.resolve_repository(node.store, repository)
+    kept = repositories.document_count(registered.id)
+    purged = repositories.unregister_repository(node.store, registered.id, purge_documents=purge)
+    detail = f"{purged} document(s) purged" if purge else f"{kept} document(s) kept"
+    stdout.print(f"removed repository {registered.id} ({detail})")
+    return 0
+
+
+def index_pending(node: Node, document_ids: Sequence[str], *, quiet: bool) -> list[str]:
+    """Index documents an import left Pending (through the pipeline, like
+    ``kbtui add``); return the ids that Failed."""
+    if document_ids:
+        index_and_follow(node, list(document_ids), quiet=quiet)
+    return [d.id for d in Document.select(Document.id).where(
+        Document.id.in_(list(document_ids)) & (Document.status == "Failed")
+    )]
+
+
+@cli.command("import")
+@click.argument("repository")
+@click.option("-c", "--collection", help="Collection to import into (default: DEFAULT).")
+@click.option("--list", "list_files", is_flag=True, help="Also list every file and its outcome.")
+@click.option("--json", "as_json", is_flag=True, help="Print the import report as JSON.")
+@click.pass_context
+def import_command(ctx: click.Context, repository: str, collection: str | None, list_files: bool, as_json: bool) -> int:
+    """Import a registered repository (by id or name): add, update, remove, skip."""
+    collection_id = canonical_collection_id(collection)
+    node = open_node(ctx)
+    registered = repositories.resolve_repository(node.store, repository)
+    limits = ScanLimits(
+        max_file_bytes=min(node.config.repository_max_file_bytes, node.config.max_document_bytes),
+        max_total_bytes=node.config.repository_max_total_bytes,
+    )
+    try:
+        with progress_bar(disable=as_json) as progress:
+            task = progress.add_task("scanning", total=None)
+            report = import_repository(
+                node.store, registered.id, collection_id, limits,
+                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+    except ImportFailed as failure:
+        _print_import_report(failure.report, [], as_json=as_json, list_files=list_files)
+        raise
+    failed = index_pending(node, report.pending_document_ids, quiet=as_json)
+    _print_import_report(report, failed, as_json=as_json, list_files=list_files)
+    return 0 if report.completed and not failed else 1
+
+
+def _print_import_report(report: ImportReport, failed: list[str], *, as_json: bool, list_files: bool) -> None:
+    if as_json:
+        payload = report.to_json()
+        payload["index_failed_document_ids"] = failed
+        if not list_files:
+            payload.pop("files")
+        click.echo(json.dumps(payload, indent=2))
+        return
+    stdout.print(
+        f"repository {report.repository_id[:12]} -> collection {report.collection_id}: "
+        f"[bold]{report.status}[/] ({report.listed} listed, {report.elapsed_s:.1f} s)"
+    )
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("OUTCOME", "FILES", "SIZE"):
+        table.add_column(column, justify="left" if column == "OUTCOME" else "right")
+    for label, tally in (("added", report.added), ("updated", report.updated),
+                         ("unchanged", report.unchanged), ("removed", report.removed)):
+        table.add_row(label, str(tally.count), human_size(tally.bytes))
+    skipped_count = sum(t.count for t in report.skipped.values())
+    table.add_row("skipped", str(skipped_count), human_size(sum(t.bytes for t in report.skipped.values())))
+    for reason, tally in sorted(report.skipped.items()):
+        table.add_row(f"  {reason}", str(tally.count), human_size(tally.bytes))
+    stdout.print(table)
+    if list_files:
+        for entry in report.files:
+            outcome = entry.outcome if entry.reason is None else f"{entry.outcome}:{entry.reason}"
+            stdout.print(f"{outcome:<32} {shown(entry.path)}", no_wrap=True, overflow="ellipsis")
+    if report.status == "incomplete":
+        stdout.print("[yellow]stopped at the aggregate byte limit: nothing was removed[/]")
+    indexed = len(report.pending_document_ids) - len(failed)
+    stdout.print(f"{indexed} indexed, {len(failed)} failed")

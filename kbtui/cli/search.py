@@ -1,0 +1,257 @@
+"""Search and retrieval evaluation."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
+from kbtui.collections import canonical_collection_id
+from kbtui.node import Node
+from kbtui.retrieval.fusion import FUSION_STRATEGIES
+from kbtui.retrieval.search import Hit
+from kbtui.retrieval.snippets import snippet
+from store import catalog
+
+
+def hit_json(hit) -> dict[str, object]:
+    """The stable JSON shape of a search hit (documented in README.md)."""
+    return {
+        "document_id": hit.document_id,
+        "chunk_id": hit.chunk_id,
+        "collection": hit.collection_id,
+        "heading_path": hit.heading_path,
+        "source_path": hit.source_path,
+        "page": hit.page,
+        "start_offset": hit.start_offset,
+        "end_offset": hit.end_offset,
+        "kind": hit.kind,
+        "language": hit.language,
+        "symbol": hit.symbol,
+        "score": hit.score,
+        "score_kind": hit.score_kind,
+        "lexical_rank": hit.lexical_rank,
+        "vector_rank": hit.vector_rank,
+        "lexical_score": hit.lexical_score,
+        "vector_score": hit.vector_score,
+        "fusion_rank": hit.fusion_rank,
+        "text": hit.text,
+        "neighbors": [
+            {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
+             "start_offset": n.start_offset, "end_offset": n.end_offset, "text": n.text}
+            for n in getattr(hit, "neighbors", ())
+        ],
+    }
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-c", "--collection", help="Collection to search (default: DEFAULT).")
+@click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
+@click.option("-d", "--document", "document", help="Only this document (id or prefix).")
+@click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
+@click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context, query: str, collection: str | None, limit: int | None, document: str | None,
+    neighbors: bool, explain: bool, as_json: bool,
+) -> int:
+    """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
+    node = open_node(ctx)
+    collection_id = existing_collection(collection) if collection else canonical_collection_id(None)
+    document_id = catalog.resolve_document(document, collection_id).id if document else None
+    response = node.search(
+        query, collection_id, limit=limit or node.config.search_limit,
+        document_id=document_id, expand_neighbors=neighbors,
+    )
+    if as_json:
+        payload: dict[str, object] = {
+            "hits": [hit_json(h) for h in response.hits],
+            "degraded": response.degraded,
+            "elapsed_ms": round(response.elapsed_ms, 2),
+        }
+        if explain:
+            payload["explain"] = explain_json(response.explain)
+        click.echo(json.dumps(payload, indent=2))
+        return 0
+    if response.degraded:
+        stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
+    if explain and response.explain is not None:
+        _print_explain(response.explain)
+    print_hits(node, collection_id, response.hits, query, explain=explain)
+    stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
+    return 0
+
+
+def print_hits(node: Node, collection_id: str, hits: list[Hit], query: str, *, explain: bool = False) -> None:
+    """Hits for the operator: title, origin, score and a highlighted snippet."""
+    if not hits:
+        stdout.print("no matches")
+        return
+    # The operator's own terminal may show decrypted names; search results never carry them.
+    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
+    for rank, hit in enumerate(hits, start=1):
+        title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
+        stdout.print(f"[bold]{rank:>2}. {shown(title)}[/]", no_wrap=True, overflow="ellipsis")
+        origin = hit.source_path or names.get(hit.document_id, "")
+        page = f" · p.{hit.page}" if hit.page is not None else ""
+        stdout.print(
+            f"    [dim]{shown(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            no_wrap=True, overflow="ellipsis",
+        )
+        if explain:
+            stdout.print(f"    [dim]{escape(_arm_line(hit))}[/]")
+        stdout.print("    " + highlighted_snippet(hit.text, query))
+        for neighbour in hit.neighbors:
+            stdout.print(f"      [dim]± {shown(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
+
+
+def highlighted_snippet(text: str, query: str) -> str:
+    """Rich markup of a short snippet with the query's terms in bold reverse."""
+    return "".join(
+        f"[bold reverse]{shown(s.text)}[/]" if s.highlighted else shown(s.text) for s in snippet(text, query)
+    )
+
+
+def _arm_line(hit: Hit) -> str:
+    def arm(name: str, rank: int | None, score: float | None) -> str:
+        return f"{name} -" if rank is None else f"{name} #{rank} ({score:.4f})"
+
+    line = f"{arm('lexical', hit.lexical_rank, hit.lexical_score)} · {arm('vector', hit.vector_rank, hit.vector_score)}"
+    if hit.score_kind == "Rerank" and hit.fusion_rank is not None:
+        line += f" · fusion #{hit.fusion_rank}"
+    return line
+
+
+def explain_json(explain) -> dict[str, object] | None:
+    """The JSON shape of ``--explain``: how the search ran."""
+    if explain is None:
+        return None
+    plan = explain.lexical_plan
+    return {
+        "mode": explain.mode,
+        "fusion": explain.fusion,
+        "pool": explain.pool,
+        "lexical_candidates": explain.lexical_candidates,
+        "vector_candidates": explain.vector_candidates,
+        "reranked": explain.reranked,
+        "vector_weight": explain.vector_weight,
+        "lexical_plan": None if plan is None else {
+            "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
+            "recency": list(plan.recency), "missing": list(plan.missing),
+        },
+        "timings_ms": explain.timings_ms,
+    }
+
+
+def _print_explain(explain) -> None:
+    plan = explain.lexical_plan
+    weight = f" (vector weight {explain.vector_weight:.2f})" if explain.vector_weight is not None else ""
+    stdout.print(
+        f"[dim]fusion {explain.fusion}{weight}, pool {explain.pool}: {explain.lexical_candidates} lexical + "
+        f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
+    )
+    if plan is not None:
+        ranked = [w if n == 1 else f"{w}×{n}" for w, n in zip(plan.ranked, plan.repeats)]
+        parts = [f"ranked {', '.join(ranked) or '-'}"]
+        if plan.pruned:
+            parts.append(f"left out {', '.join(plan.pruned)}")
+        if plan.recency:
+            parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
+        if plan.missing:
+            parts.append(f"not found {', '.join(plan.missing)}")
+        stdout.print(f"[dim]lexical: {shown('; '.join(parts))}[/]")
+    stdout.print("[dim]" + ", ".join(f"{k.removesuffix('_ms')} {v:.1f} ms" for k, v in explain.timings_ms.items()) + "[/]")
+
+
+
+
+@cli.command("eval")
+@click.option("--beir", "beir_dir", required=True, type=click.Path(exists=True, file_okay=False),
+              help="A BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/test.tsv.")
+@click.option("--provider", type=click.Choice(["local", "ollama", "hash"]), default=None,
+              help="Embedding provider (default: the configured one).")
+@click.option("--fusion", "fusions", multiple=True, type=click.Choice([*FUSION_STRATEGIES, "all"]),
+              help="Fusion for the hybrid rows; repeat or say 'all' (default: the configured one).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON record per mode.")
+@click.option("--home", "eval_home", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the evaluation knowledge base in this directory (never your own); a later run "
+                   "with the same collection and settings reuses its indexed documents.")
+@click.pass_context
+def eval_command(
+    ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool,
+    eval_home: Path | None,
+) -> int:
+    """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
+
+    Ingests the collection through the real pipeline into a temporary
+    knowledge base (your own is not touched), ranks documents by their best
+    chunk, and reports lexical-only, vector-only and hybrid search.
+    """
+    import contextlib
+    import dataclasses
+    import tempfile
+
+    from kbtui.retrieval.eval import load_beir, run_beir
+
+    collection = load_beir(Path(beir_dir))
+    chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
+    chosen_provider = provider or ctx.obj.embedding_provider
+    if eval_home is not None:
+        _claim_eval_home(eval_home, Path(ctx.obj.home), collection.name, chosen_provider)
+    with contextlib.ExitStack() as stack:
+        home = eval_home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbtui-eval-home-")))
+        config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
+        node = Node.open(config)
+        try:
+            run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
+        finally:
+            node.close()
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in run.reports], indent=2))
+        return 0 if not run.failed else 1
+    stdout.print(
+        f"[bold]{escape(collection.name)}[/]: {len(collection.documents)} documents "
+        f"({run.indexed} indexed, {run.failed} failed in {run.ingest_s:.0f} s), "
+        f"{len(collection.queries)} queries, provider {config.embedding_provider}"
+    )
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "P50 MS", "P95 MS"):
+        table.add_column(column, justify="left" if column == "MODE" else "right")
+    for r in run.reports:
+        label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
+        table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
+                      f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+    stdout.print(table)
+    return 0 if not run.failed else 1
+
+
+EVAL_HOME_MARKER = "kbtui-eval.json"
+
+
+def _claim_eval_home(home: Path, own_home: Path, collection: str, provider: str) -> None:
+    """Use ``home`` for ``kbtui eval --home`` only if it is empty or was made
+    by eval for the same collection and provider (documents indexed with
+    another provider would be searched with the wrong vectors)."""
+    if home.resolve() == own_home.resolve():
+        raise click.UsageError("--home must not be your own knowledge base")
+    marker = home / EVAL_HOME_MARKER
+    wanted = {"collection": collection, "provider": provider}
+    if marker.exists():
+        try:
+            made = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            made = None
+        if made != wanted:
+            raise click.UsageError(f"{home} was made for another collection or provider; use a new directory")
+        return
+    if home.exists() and any(home.iterdir()):
+        raise click.UsageError(f"{home} is not empty and was not made by kbtui eval")
+    home.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps(wanted), encoding="utf-8")
