@@ -62,9 +62,9 @@ from kbtui.screens.queries import NameCache, poll_catalog
 from kbtui.screens.repository_import import ImportScreen
 from kbtui.screens.search import SearchScreen
 from kbtui.theming import DEFAULT_THEME, load_themes, theme_dirs
-from kbtui.tools.reads import thread_connection
 from kbtui.widgets.ingest_header import IngestHeader, Throughput
 from store import catalog
+from store.db import thread_connection
 from store.models import Document, Status
 from store.node_lock import node_running
 

@@ -15,7 +15,12 @@ from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
 from kbtui.follow import follow_documents
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
-from kbtui.retrieval.search import RERANKER_TARGET, SearchRequest, SearchResponse, SearchService
+from kbtui.retrieval.search import (
+    RERANKER_TARGET,
+    SearchRequest,
+    SearchResponse,
+    SearchService,
+)
 from store import Store, catalog, open_store
 from store.models import Document
 from store.vectors import VectorIndexes, committed_vectors

@@ -9,6 +9,8 @@ writes can fail at once whatever the busy timeout.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from peewee import SqliteDatabase
@@ -55,3 +57,20 @@ def open_database(path: Path) -> SqliteDatabase:
     database.init(str(path), pragmas=PRAGMAS, timeout=BUSY_TIMEOUT_MS / 1000)
     database.connect(reuse_if_open=True)
     return database
+
+
+@contextmanager
+def thread_connection() -> Iterator[None]:
+    """Use this thread's connection, opening one (and closing it after) if it has none.
+
+    peewee keeps one connection per thread; a worker thread that only reads
+    must not leave its connection open when it ends.
+    """
+    opened = database.is_closed()
+    if opened:
+        database.connect()
+    try:
+        yield
+    finally:
+        if opened:
+            database.close()

@@ -15,7 +15,14 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from peewee import JOIN, BlobField, FloatField, ForeignKeyField, IntegrityError, TextField
+from peewee import (
+    JOIN,
+    BlobField,
+    FloatField,
+    ForeignKeyField,
+    IntegrityError,
+    TextField,
+)
 
 from kbtui.errors import KbtuiError, NotFound
 from store import Store

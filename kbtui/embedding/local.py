@@ -19,7 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kbtui.embedding import UNRESOLVED_DIGEST, EmbeddingUnavailable, VectorIdentity, l2_normalise
+from kbtui.embedding import (
+    UNRESOLVED_DIGEST,
+    EmbeddingUnavailable,
+    VectorIdentity,
+    l2_normalise,
+)
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 WIDTH = 384

@@ -76,7 +76,13 @@ def _apply_limits(memory_bytes: int, timeout_seconds: float) -> None:
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """Answer requests until end of input; return after a MemoryError (heap suspect)."""
-    from kbtui.extract import EXTRACT_CORRUPT, EXTRACT_TOO_LARGE, ExtractionFailed, ExtractionLimits, extract
+    from kbtui.extract import (
+        EXTRACT_CORRUPT,
+        EXTRACT_TOO_LARGE,
+        ExtractionFailed,
+        ExtractionLimits,
+        extract,
+    )
 
     while True:
         header = read_frame(requests)

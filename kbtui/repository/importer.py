@@ -22,10 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbtui.errors import KbtuiError
-from kbtui.repository.git import verify_top_level
 from kbtui.printable import printable
+from kbtui.repository.git import verify_top_level
 from kbtui.repository.rules import SkipReason
-from kbtui.repository.scan import AcceptedFile, BeforeOpen, RepositoryScan, ScanLimits, SkippedPath
+from kbtui.repository.scan import (
+    AcceptedFile,
+    BeforeOpen,
+    RepositoryScan,
+    ScanLimits,
+    SkippedPath,
+)
 from store import Store
 from store import repositories as catalog
 from store.catalog import purge_document

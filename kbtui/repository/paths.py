@@ -9,7 +9,6 @@ from __future__ import annotations
 import unicodedata
 
 
-
 def normalise_source_path(raw: bytes) -> str | None:
     """The identity of a raw, ``/``-separated relative path, or None if unsafe.
 

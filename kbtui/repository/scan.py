@@ -30,7 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbtui.extract import format_for
-from kbtui.repository.git import NotAGitTopLevel, count_ignored_entries, list_candidate_paths, verify_top_level
+from kbtui.repository.git import (
+    NotAGitTopLevel,
+    count_ignored_entries,
+    list_candidate_paths,
+    verify_top_level,
+)
 from kbtui.repository.paths import normalise_source_path
 from kbtui.repository.rules import VIRTUALENV_MARKER, SkipReason, path_skip_reason
 

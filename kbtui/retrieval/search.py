@@ -29,7 +29,12 @@ from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
 from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, QueryTerms, parse_query
 from kbtui.retrieval.fusion import (
-    DEFAULT_FUSION, FUSION_STRATEGIES, ArmResult, fuse, reciprocal_rank_fusion, vector_weight,
+    DEFAULT_FUSION,
+    FUSION_STRATEGIES,
+    ArmResult,
+    fuse,
+    reciprocal_rank_fusion,
+    vector_weight,
 )
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason

@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 from kbtui.node import Node
 from kbtui.retrieval.search import SearchResponse
 from kbtui.tools.ask import AskOutcome, answer_question, search_instead
+from store.db import thread_connection
 
 
 class AskScreen(Screen[None]):
@@ -117,7 +118,9 @@ class AskScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ask")
     def _run_ask(self, question: str) -> None:
-        self.post_message(self.Answered(self._ask(question)))
+        with thread_connection():
+            outcome = self._ask(question)
+        self.post_message(self.Answered(outcome))
 
     def on_ask_screen_answered(self, message: Answered) -> None:
         outcome = message.outcome
@@ -151,7 +154,9 @@ class AskScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ask-search")
     def _run_search(self, question: str) -> None:
-        self.post_message(self.Searched(self._search(question)))
+        with thread_connection():
+            response = self._search(question)
+        self.post_message(self.Searched(response))
 
     def on_ask_screen_searched(self, message: Searched) -> None:
         response = message.response

@@ -12,11 +12,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
 
-from kbtui.screens.base import KbtuiScreen
 from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.screens.base import KbtuiScreen
 from kbtui.screens.queries import DocumentDetail, load_document_detail
-from kbtui.tools.reads import thread_connection
 from kbtui.widgets.cells import full_time, human_size, status_cell
+from store.db import thread_connection
 
 if TYPE_CHECKING:
     from kbtui.app import KbtuiApp

@@ -22,9 +22,9 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 from actors.events import DocumentStatusChanged
 from kbtui.screens.base import KbtuiScreen
 from kbtui.screens.queries import DocumentRow, load_document_rows
-from kbtui.tools.reads import thread_connection
 from kbtui.widgets.cells import human_size, short_time, status_cell
 from kbtui.widgets.ingest_header import IngestHeader
+from store.db import thread_connection
 from store.models import Status
 
 if TYPE_CHECKING:

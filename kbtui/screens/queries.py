@@ -1,7 +1,7 @@
 """What the screens show, read from the store: frozen rows built in worker threads.
 
 Every function here touches the database, so it runs inside a thread worker
-(wrapped in :func:`kbtui.tools.reads.thread_connection`), never on the UI loop.
+(wrapped in :func:`store.db.thread_connection`), never on the UI loop.
 Display names are decrypted for the operator's eyes only; they are never
 logged and never leave the UI.
 """

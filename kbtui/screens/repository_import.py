@@ -20,16 +20,16 @@ from textual.widgets import Footer, Input, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from kbtui.screens.base import KbtuiScreen
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection, KbtuiError
 from kbtui.messages import ImportFinished, ImportProgressed
-from kbtui.repository.importer import ImportFailed, ImportReport, import_repository
 from kbtui.printable import printable
+from kbtui.repository.importer import ImportFailed, ImportReport, import_repository
 from kbtui.repository.scan import ScanLimits
-from kbtui.tools.reads import thread_connection
+from kbtui.screens.base import KbtuiScreen
 from kbtui.widgets.cells import full_time, human_size
 from store import repositories
+from store.db import thread_connection
 from store.repositories import RegisteredRepository
 
 if TYPE_CHECKING:

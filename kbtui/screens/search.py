@@ -18,11 +18,11 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
-from kbtui.screens.base import KbtuiScreen
 from kbtui.messages import SearchFinished
 from kbtui.retrieval.search import Hit, SearchResponse
-from kbtui.tools.reads import thread_connection
+from kbtui.screens.base import KbtuiScreen
 from kbtui.widgets.hit_list import HitList, degradation_text
+from store.db import thread_connection
 from store.models import Document
 
 if TYPE_CHECKING:

@@ -25,9 +25,15 @@ import pydantic
 from kbtui.config import Config
 from kbtui.retrieval.search import SearchResponse
 from kbtui.tools.knowledge import KnowledgeTools, Searcher, Source
-from kbtui.tools.locality import CLOUD_REFUSED, LocalityDecision, ModelEndpoint, decide, effective_chat_model
-from kbtui.tools.reads import thread_connection
+from kbtui.tools.locality import (
+    CLOUD_REFUSED,
+    LocalityDecision,
+    ModelEndpoint,
+    decide,
+    effective_chat_model,
+)
 from kbtui.tools.schemas import ollama_tools
+from store.db import thread_connection
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,12 @@ from kbtui.errors import InvalidCollection
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools import schemas
 from kbtui.tools.fencing import CONTENT_TRUST, Fence
-from kbtui.tools.reads import ChunkRecord, read_document_text, read_neighbours, title_for
+from kbtui.tools.reads import (
+    ChunkRecord,
+    read_document_text,
+    read_neighbours,
+    title_for,
+)
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,6 @@ it sees one consistent snapshot even while a document is being re-indexed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kbtui.chunking import HEADING_SEPARATOR
@@ -54,23 +52,6 @@ _SCOPED = f"c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL
 
 def _record(row: tuple) -> ChunkRecord:
     return ChunkRecord(*row[:12], symbol=row[12] or None, text=row[13])
-
-
-@contextmanager
-def thread_connection() -> Iterator[None]:
-    """Use this thread's connection, opening one (and closing it after) if it has none.
-
-    peewee keeps one connection per thread; a worker thread that only reads
-    must not leave its connection open when it ends.
-    """
-    opened = database.is_closed()
-    if opened:
-        database.connect()
-    try:
-        yield
-    finally:
-        if opened:
-            database.close()
 
 
 def read_neighbours(chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:

@@ -11,8 +11,10 @@ import time
 
 from rich.text import Text
 
-from kbtui.printable import human_size  # noqa: F401 - one size format for the CLI and the UI
-from kbtui.printable import printable
+from kbtui.printable import (
+    human_size,  # noqa: F401 - one size format for the CLI and the UI
+    printable,
+)
 from store.models import Status
 
 STATUS_STYLES = {
