@@ -166,8 +166,11 @@ def _best_overall_in_scope(expression: str, collection_id: str, limit: int) -> l
     return None
 
 
-def _in_scope(chunk_ids: Sequence[int], collection_id: str, document_id: str | None) -> set[int]:
-    """Which of ``chunk_ids`` are served chunks in the scope."""
+def _in_scope(
+    chunk_ids: Sequence[int], collection_id: str, document_id: str | None, *, content_holds: str | None = None
+) -> set[int]:
+    """Which of ``chunk_ids`` are served chunks in the scope (and, if given,
+    whose text holds ``content_holds``)."""
     kept: set[int] = set()
     for start in range(0, len(chunk_ids), _SQL_VARIABLES):
         ids = list(chunk_ids[start : start + _SQL_VARIABLES])
@@ -181,6 +184,9 @@ def _in_scope(chunk_ids: Sequence[int], collection_id: str, document_id: str | N
         if document_id is not None:
             check += " AND c.document_id = ?"
             params.append(document_id)
+        if content_holds is not None:
+            check += " AND instr(c.content, ?) > 0"
+            params.append(content_holds)
         kept.update(row[0] for row in database.execute_sql(check, params).fetchall())
     return kept
 
@@ -228,20 +234,7 @@ def _newest_in_scope(
             break
         examined += len(ids)
         below = ids[-1]
-        placeholders = ", ".join("?" for _ in ids)
-        check = (
-            "SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
-            f"AND {SERVED_DOCUMENT_SQL}"
-        )
-        check_params: list[object] = [*ids, collection_id, collection_id]
-        if document_id is not None:
-            check += " AND c.document_id = ?"
-            check_params.append(document_id)
-        if content_holds is not None:
-            check += " AND instr(c.content, ?) > 0"
-            check_params.append(content_holds)
-        kept = {row[0] for row in database.execute_sql(check, check_params).fetchall()}
+        kept = _in_scope(ids, collection_id, document_id, content_holds=content_holds)
         found.extend(i for i in ids if i in kept)
     return found[:limit]
 
