@@ -38,6 +38,7 @@ from kbtui.retrieval.fusion import (
 )
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
+from store.chunks import ChunkRecord, served_chunks
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
 from store.vectors import exact_search
@@ -127,22 +128,6 @@ class SearchResponse:
     degraded: list[str] = field(default_factory=list)
     elapsed_ms: float = 0.0
     explain: SearchExplain | None = None
-
-
-@dataclass(frozen=True)
-class _Row:
-    chunk_id: str
-    collection_id: str
-    document_id: str
-    source_path: str
-    heading_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    kind: str
-    language: str | None
-    symbol: str | None
-    text: str
 
 
 class SearchService:
@@ -368,7 +353,7 @@ class SearchService:
         limit: int,
         degraded: list[str],
         timings: dict[str, float],
-    ) -> tuple[list[tuple[Hashable, float]], str, dict[Hashable, _Row]] | None:
+    ) -> tuple[list[tuple[Hashable, float]], str, dict[Hashable, ChunkRecord]] | None:
         """Reranked selection, or None for fusion order (the reason goes in ``degraded``)."""
         if self.reranker is None or request.mode != "hybrid":
             return None
@@ -411,39 +396,17 @@ class SearchService:
 
     # ------------------------------------------------------------ hydration
 
-    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[Hashable]) -> dict[Hashable, _Row]:
+    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[Hashable]) -> dict[Hashable, ChunkRecord]:
         """The chunks ``chunk_ids`` that are still served in the request's scope."""
-        if not chunk_ids:
-            return {}
-        placeholders = ", ".join("?" for _ in chunk_ids)
-        sql = (
-            "SELECT c.id, c.collection_id, c.document_id, c.chunk_uid, c.source_path, c.heading_path, "
-            "c.page, c.start_offset, c.end_offset, c.kind, c.language, c.symbol, c.content "
-            "FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
-            f"AND {SERVED_DOCUMENT_SQL}"
-        )
-        params: list[object] = [*chunk_ids, request.collection_id, request.collection_id]
-        if request.document_id is not None:
-            sql += " AND c.document_id = ?"
-            params.append(request.document_id)
-        rows = database.execute_sql(sql, params).fetchall()
-        return {
-            row[0]: _Row(
-                chunk_id=row[3], collection_id=row[1], document_id=row[2], source_path=row[4],
-                heading_path=row[5], page=row[6], start_offset=row[7], end_offset=row[8], kind=row[9],
-                language=row[10], symbol=row[11] or None, text=row[12],
-            )
-            for row in rows
-        }
+        return served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
 
     def _best_chunk_per_document(
         self,
         request: SearchRequest,
         ordered: Sequence[tuple[Hashable, float]],
         limit: int,
-        rows: dict[Hashable, _Row],
-    ) -> tuple[list[tuple[Hashable, float]], dict[Hashable, _Row]]:
+        rows: dict[Hashable, ChunkRecord],
+    ) -> tuple[list[tuple[Hashable, float]], dict[Hashable, ChunkRecord]]:
         """The first (best) chunk of each document in ``ordered``, up to
         ``limit`` documents; hydrates the ranking a slice at a time."""
         rows = dict(rows)

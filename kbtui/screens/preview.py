@@ -16,10 +16,11 @@ from textual.widgets import Footer, Static
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.retrieval.search import Hit
 from kbtui.screens.base import KbtuiScreen
-from kbtui.tools.reads import ChunkRecord, read_neighbours
+from kbtui.tools.reads import read_neighbours
 from kbtui.widgets.cells import inert
 from kbtui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
 from kbtui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
+from store.chunks import ChunkRecord
 from store.db import thread_connection
 
 if TYPE_CHECKING:

@@ -21,12 +21,8 @@ from kbtui.errors import InvalidCollection
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools import schemas
 from kbtui.tools.fencing import CONTENT_TRUST, Fence
-from kbtui.tools.reads import (
-    ChunkRecord,
-    read_document_text,
-    read_neighbours,
-    title_for,
-)
+from kbtui.tools.reads import read_document_text, read_neighbours, title_for
+from store.chunks import ChunkRecord
 
 log = logging.getLogger(__name__)
 

@@ -11,26 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbtui.chunking import HEADING_SEPARATOR
+from store.chunks import CHUNK_COLUMNS, SCOPED_SQL, ChunkRecord, chunk_record
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    collection_id: str
-    document_id: str
-    chunk_id: str
-    ordinal: int
-    section_key: int | None
-    heading_path: str
-    source_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    kind: str
-    language: str | None
-    symbol: str | None
-    text: str
 
 
 @dataclass(frozen=True)
@@ -43,17 +26,6 @@ class DocumentText:
     truncated: bool
 
 
-_COLUMNS = (
-    "c.collection_id, c.document_id, c.chunk_uid, c.ordinal, c.section_id, c.heading_path, "
-    "c.source_path, c.page, c.start_offset, c.end_offset, c.kind, c.language, c.symbol, c.content"
-)
-_SCOPED = f"c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}"
-
-
-def _record(row: tuple) -> ChunkRecord:
-    return ChunkRecord(*row[:12], symbol=row[12] or None, text=row[13])
-
-
 def read_neighbours(chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:
     """The chunk ``chunk_id`` and up to ``window`` chunks each side, in document order.
 
@@ -63,13 +35,13 @@ def read_neighbours(chunk_id: str, collection_id: str, window: int) -> list[Chun
     rows = database.execute_sql(
         "WITH target AS ("
         "  SELECT c.document_id, c.ordinal FROM chunk AS c JOIN document AS d ON d.id = c.document_id"
-        f"  WHERE c.chunk_uid = ? AND {_SCOPED}"
-        f") SELECT {_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+        f"  WHERE c.chunk_uid = ? AND {SCOPED_SQL}"
+        f") SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
         "JOIN target AS t ON c.document_id = t.document_id "
-        f"WHERE {_SCOPED} AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? ORDER BY c.ordinal",
+        f"WHERE {SCOPED_SQL} AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? ORDER BY c.ordinal",
         [chunk_id, collection_id, collection_id, collection_id, collection_id, window, window],
     ).fetchall()
-    return [_record(row) for row in rows]
+    return [chunk_record(row) for row in rows]
 
 
 def read_document_text(document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int) -> DocumentText | None:
@@ -87,8 +59,8 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
     if document is None:
         return None
     cursor = database.execute_sql(
-        f"SELECT {_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-        f"WHERE c.document_id = ? AND {_SCOPED} ORDER BY c.ordinal",
+        f"SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+        f"WHERE c.document_id = ? AND {SCOPED_SQL} ORDER BY c.ordinal",
         [document_id, collection_id, collection_id],
     )
     stitcher = _Stitcher(overlap_limit)
@@ -99,7 +71,7 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
             if not rows:
                 break
             for row in rows:
-                record = _record(row)
+                record = chunk_record(row)
                 if stitcher.empty:
                     first_heading = record.heading_path
                 stitcher.add(record)

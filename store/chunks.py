@@ -1,0 +1,70 @@
+"""Served chunks with their provenance: the one row shape search hydration,
+the agent tools' reads and the TUI preview share.
+
+Every query is scoped twice, like the search arms: the chunk's collection and
+its document's collection must both be the requested one, and the document
+must be served (``SERVED_DOCUMENT_SQL``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from store.db import database
+from store.models import SERVED_DOCUMENT_SQL
+
+_SQL_VARIABLES = 900
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    collection_id: str
+    document_id: str
+    chunk_id: str  # the stable chunk uid
+    ordinal: int
+    section_key: int | None
+    heading_path: str
+    source_path: str
+    page: int | None
+    start_offset: int
+    end_offset: int
+    kind: str
+    language: str | None
+    symbol: str | None
+    text: str
+
+
+# The columns of a ChunkRecord, in order, over ``chunk AS c``.
+CHUNK_COLUMNS = (
+    "c.collection_id, c.document_id, c.chunk_uid, c.ordinal, c.section_id, c.heading_path, "
+    "c.source_path, c.page, c.start_offset, c.end_offset, c.kind, c.language, c.symbol, c.content"
+)
+# The scope condition over ``chunk AS c JOIN document AS d``; two collection parameters.
+SCOPED_SQL = f"c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}"
+
+
+def chunk_record(row: Sequence) -> ChunkRecord:
+    """A ChunkRecord from a row selected with CHUNK_COLUMNS."""
+    return ChunkRecord(*row[:12], symbol=row[12] or None, text=row[13])
+
+
+def served_chunks(
+    chunk_ids: Sequence[int], collection_id: str, *, document_id: str | None = None
+) -> dict[int, ChunkRecord]:
+    """The chunks (by row id) that are still served in the scope; others are absent."""
+    found: dict[int, ChunkRecord] = {}
+    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
+        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
+        placeholders = ", ".join("?" for _ in ids)
+        sql = (
+            f"SELECT c.id, {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+            f"WHERE c.id IN ({placeholders}) AND {SCOPED_SQL}"
+        )
+        params: list[object] = [*ids, collection_id, collection_id]
+        if document_id is not None:
+            sql += " AND c.document_id = ?"
+            params.append(document_id)
+        for row in database.execute_sql(sql, params).fetchall():
+            found[row[0]] = chunk_record(row[1:])
+    return found
