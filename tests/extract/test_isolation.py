@@ -118,7 +118,7 @@ def test_a_worker_killed_mid_document_fails_it_as_crashed(pool):
         except ExtractionFailed as exc:
             outcome["code"] = exc.code
 
-    thread = threading.Thread(target=run)
+    thread = threading.Thread(target=run, daemon=True)
     thread.start()
     time.sleep(1.0)  # well into parsing
     os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would

@@ -290,7 +290,7 @@ def test_queries_and_inserts_from_two_threads_do_not_interfere(node, tmp_path, r
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    worker = threading.Thread(target=query_loop)
+    worker = threading.Thread(target=query_loop, daemon=True)
     worker.start()
     try:
         for part in range(1, 9):
