@@ -1,0 +1,84 @@
+"""Writers in one process queue on the process writer lock, never deadlock, and
+give up with SQLite's own "database is locked" error after the busy timeout."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from peewee import OperationalError
+
+import store.db
+from store import catalog
+from store.db import database, thread_connection
+from store.models import Document, Status, StatusHistory
+from tests.conftest import write
+
+
+def _add(node, path):
+    return catalog.add_document(node.store, "DEFAULT", path, display_name=path.name, fmt="markdown")
+
+
+def test_many_threads_writing_at_once_all_land(node, tmp_path):
+    document_id = _add(node, write(tmp_path / "a.md", "# A\n\nbody")).document_id
+    errors: list[BaseException] = []
+
+    def write_statuses() -> None:
+        try:
+            with thread_connection():
+                for _ in range(25):
+                    catalog.set_status(document_id, Status.EXTRACTING, progress=0.1)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write_statuses, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors
+    assert StatusHistory.select().where(StatusHistory.document == document_id).count() == 1 + 8 * 25
+
+
+def test_a_writer_waits_at_most_the_busy_timeout(node, monkeypatch):
+    monkeypatch.setattr(store.db, "BUSY_TIMEOUT_MS", 200)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_a_transaction() -> None:
+        with thread_connection(), database.atomic():
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_a_transaction, daemon=True)
+    holder.start()
+    assert holding.wait(10)
+    with pytest.raises(OperationalError, match="database is locked"):
+        with database.atomic():
+            pass
+    release.set()
+    holder.join(10)
+    with database.atomic():  # the lock is free again once the holder commits
+        pass
+
+
+def test_nested_and_failed_transactions_release_the_writer(node, tmp_path):
+    document_id = _add(node, write(tmp_path / "a.md", "# A\n\nbody")).document_id
+    with database.atomic():
+        with database.atomic():  # a savepoint inside, not a second lock
+            catalog.set_status(document_id, Status.CHUNKING)
+    with pytest.raises(RuntimeError):
+        with database.atomic():
+            catalog.set_status(document_id, Status.FAILED)
+            raise RuntimeError("rolled back")
+    assert Document.get_by_id(document_id).status == Status.CHUNKING.value
+
+    done = threading.Event()
+
+    def write_from_another_thread() -> None:
+        with thread_connection():
+            catalog.set_status(document_id, Status.EMBEDDING)
+        done.set()
+
+    threading.Thread(target=write_from_another_thread, daemon=True).start()
+    assert done.wait(10), "the writer lock was left held"
+    assert Document.get_by_id(document_id).status == Status.EMBEDDING.value
