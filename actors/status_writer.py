@@ -57,3 +57,31 @@ class NodeStatusWriter(EventListener):
 
     def on_stop(self) -> None:
         self.flush()
+
+
+def read_node_status(home: Path) -> dict[str, object] | None:
+    """What the node last published (None when missing, unreadable or malformed);
+    trust it only while the node lock is held."""
+    try:
+        payload = json.loads((home / STATUS_FILE_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def published_admission(home: Path) -> AdmissionChanged | None:
+    """The published queue figures as the event they came from."""
+    payload = read_node_status(home)
+    if payload is None:
+        return None
+    try:
+        return AdmissionChanged(
+            queue_depth=int(payload["queue_depth"]),
+            queue_capacity=int(payload["queue_capacity"]),
+            in_flight=int(payload["in_flight"]),
+            accepted=int(payload["accepted"]),
+            rejected=int(payload["rejected"]),
+            paused_for_s=float(payload.get("paused_for_s") or 0.0),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
-from actors.events import DocumentStatusChanged, SweepPending
+from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.bridge import TuiBridge
 from kbtui.collect import collect_files
@@ -45,7 +45,6 @@ from kbtui.messages import (
     DocumentsChanged,
     DocumentStatusUpdated,
     NodeModeDecided,
-    NodeQueue,
 )
 from kbtui.node import Node
 from kbtui.preferences import Preferences, load_preferences, save_preferences
@@ -118,7 +117,7 @@ class KbtuiApp(App[int]):
         self.mode = "starting"
         self.runtime: Runtime | None = None
         self.bridge: pykka.ActorRef | None = None
-        self.queue: NodeQueue | None = None
+        self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
         self.rate = 0.0
         self.finished_total = 0
@@ -221,10 +220,7 @@ class KbtuiApp(App[int]):
             self.finished_total += 1
 
     def on_admission_updated(self, message: AdmissionUpdated) -> None:
-        event = message.event
-        self.queue = NodeQueue(
-            event.queue_depth, event.queue_capacity, event.in_flight, event.accepted, event.rejected, event.paused_for_s
-        )
+        self.queue = message.event
         self._header_stale = True  # shown at the next flush: admission changes come in bursts
 
     def _flush_live(self) -> None:

@@ -65,18 +65,6 @@ class CatalogPolled(Message):
 
 
 @dataclass(frozen=True)
-class NodeQueue:
-    """Queue figures from wherever they come (events here, a status file in client mode)."""
-
-    queue_depth: int
-    queue_capacity: int
-    in_flight: int
-    accepted: int
-    rejected: int
-    paused_for_s: float = 0.0
-
-
-@dataclass(frozen=True)
 class CatalogSnapshot:
     """What the poller saw: a change stamp for the active collection, its
     status counts, the running node's queue (client mode), the collections,
@@ -85,7 +73,7 @@ class CatalogSnapshot:
     collection_id: str
     stamp: tuple[int, float]
     status_counts: tuple[tuple[str, int], ...]
-    queue: NodeQueue | None
+    queue: AdmissionChanged | None  # from the pipeline, or published by another node
     collections: tuple[str, ...]
     node_running: bool
 

@@ -7,11 +7,10 @@ import logging
 import os
 import signal
 import threading
-from pathlib import Path
 
 import click
 
-from actors.status_writer import STATUS_FILE_NAME
+from actors.status_writer import read_node_status
 from kbtui.cli.common import cli, log, open_node, stdout
 from kbtui.logs import configure_logging
 from store import catalog
@@ -66,9 +65,3 @@ def status(ctx: click.Context, as_json: bool) -> int:
     stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
     return 0
 
-
-def read_node_status(home: Path) -> dict[str, object] | None:
-    try:
-        return json.loads((home / STATUS_FILE_NAME).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None

@@ -8,12 +8,11 @@ logged and never leave the UI.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.status_writer import STATUS_FILE_NAME
-from kbtui.messages import CatalogSnapshot, NodeQueue
+from actors.status_writer import published_admission
+from kbtui.messages import CatalogSnapshot
 from kbtui.printable import printable
 from store import Store, catalog
 from store.blobs import open_name
@@ -93,7 +92,7 @@ def poll_catalog(collection_id: str, home: Path, *, read_node_status: bool) -> C
     """Look at the database the cheap way (and at the running node's status file)."""
     counts = catalog.status_counts(collection_id)
     running = node_running(home)
-    queue = running_node_queue(home) if read_node_status and running else None
+    queue = published_admission(home) if read_node_status and running else None
     return CatalogSnapshot(
         collection_id=collection_id,
         stamp=catalog_stamp(collection_id),
@@ -102,22 +101,6 @@ def poll_catalog(collection_id: str, home: Path, *, read_node_status: bool) -> C
         collections=tuple(catalog.list_collections()),
         node_running=running,
     )
-
-
-def running_node_queue(home: Path) -> NodeQueue | None:
-    """The queue figures another node process publishes (None when unreadable)."""
-    try:
-        payload = json.loads((home / STATUS_FILE_NAME).read_text())
-        return NodeQueue(
-            queue_depth=int(payload["queue_depth"]),
-            queue_capacity=int(payload["queue_capacity"]),
-            in_flight=int(payload["in_flight"]),
-            accepted=int(payload["accepted"]),
-            rejected=int(payload["rejected"]),
-            paused_for_s=float(payload.get("paused_for_s") or 0.0),
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 # ---------------------------------------------------------------- document detail

@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Sparkline, Static
 
-from kbtui.messages import NodeQueue
+from actors.events import AdmissionChanged
 
 SPARKLINE_SAMPLES = 60
 THROUGHPUT_WINDOW_S = 10.0
@@ -44,7 +44,7 @@ class Throughput:
         return max(0, n1 - n0) / (t1 - t0)
 
 
-def header_text(mode: str, collection_id: str, queue: NodeQueue | None, rate: float, *, wide: bool) -> Text:
+def header_text(mode: str, collection_id: str, queue: AdmissionChanged | None, rate: float, *, wide: bool) -> Text:
     """One line, e.g. ``● node DEFAULT │ queue 12/256 · in flight 8 │ accepted 120 · rejected 0 │ 4.2 doc/s``
     (``queue 12/256 run 8 │ acc 120 rej 0 │ 4.2/s`` when not ``wide``, to fit 80 columns)."""
     mark, label = MODE_LABELS.get(mode, ("?", mode))
@@ -79,13 +79,13 @@ class IngestHeader(Horizontal):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._depths: deque[float] = deque([0.0] * SPARKLINE_SAMPLES, maxlen=SPARKLINE_SAMPLES)
-        self._shown: tuple[str, str, NodeQueue | None, float] | None = None
+        self._shown: tuple[str, str, AdmissionChanged | None, float] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="ingest-summary")
         yield Sparkline(list(self._depths), id="queue-sparkline", summary_function=max)
 
-    def show(self, mode: str, collection_id: str, queue: NodeQueue | None, rate: float) -> None:
+    def show(self, mode: str, collection_id: str, queue: AdmissionChanged | None, rate: float) -> None:
         self._shown = (mode, collection_id, queue, rate)
         wide = self.size.width >= 110
         self.query_one("#ingest-summary", Static).update(header_text(mode, collection_id, queue, rate, wide=wide))

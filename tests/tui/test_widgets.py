@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbtui.messages import NodeQueue
+from actors.events import AdmissionChanged
 from kbtui.widgets.cells import human_size, short_time, status_cell
 from kbtui.widgets.ingest_header import Throughput, header_text
 from kbtui.widgets.path_input import complete_path
@@ -79,7 +79,7 @@ def test_throughput_is_a_rate_over_the_window():
 
 
 def test_the_header_fits_80_columns_and_says_who_indexes():
-    queue = NodeQueue(queue_depth=120, queue_capacity=256, in_flight=8, accepted=1000, rejected=12, paused_for_s=0)
+    queue = AdmissionChanged(queue_depth=120, queue_capacity=256, in_flight=8, accepted=1000, rejected=12, paused_for_s=0)
     narrow = header_text("node", "DEFAULT", queue, 12.5, wide=False).plain
     assert narrow == "● node DEFAULT │ queue 120/256 run 8 │ acc 1000 rej 12 │ 12.5/s"
     assert len(narrow) + 12 + 2 <= 80  # plus the sparkline and its margins
