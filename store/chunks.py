@@ -8,7 +8,7 @@ must be served (``SERVED_DOCUMENT_SQL``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from store.db import database
@@ -54,17 +54,24 @@ def served_chunks(
 ) -> dict[int, ChunkRecord]:
     """The chunks (by row id) that are still served in the scope; others are absent."""
     found: dict[int, ChunkRecord] = {}
-    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
-        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
-        placeholders = ", ".join("?" for _ in ids)
-        sql = (
-            f"SELECT c.id, {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-            f"WHERE c.id IN ({placeholders}) AND {SCOPED_SQL}"
-        )
-        params: list[object] = [*ids, collection_id, collection_id]
-        if document_id is not None:
-            sql += " AND c.document_id = ?"
-            params.append(document_id)
+    for where, params in scoped_id_batches(chunk_ids, collection_id, document_id):
+        sql = f"SELECT c.id, {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id WHERE {where}"
         for row in database.execute_sql(sql, params).fetchall():
             found[row[0]] = chunk_record(row[1:])
     return found
+
+
+def scoped_id_batches(
+    chunk_ids: Sequence[int], collection_id: str, document_id: str | None
+) -> Iterator[tuple[str, list[object]]]:
+    """Per batch of ``chunk_ids`` (inside SQLite's variable limit): the WHERE
+    clause over ``chunk AS c JOIN document AS d`` that keeps the served chunks
+    of the scope, and its parameters."""
+    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
+        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
+        where = f"c.id IN ({', '.join('?' for _ in ids)}) AND {SCOPED_SQL}"
+        params: list[object] = [*ids, collection_id, collection_id]
+        if document_id is not None:
+            where += " AND c.document_id = ?"
+            params.append(document_id)
+        yield where, params

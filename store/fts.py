@@ -25,8 +25,8 @@ import time
 from collections.abc import Sequence
 
 from kbtui.retrieval.fts_query import all_of, any_of, quoted, weighted_any_of
+from store.chunks import SCOPED_SQL, scoped_id_batches
 from store.db import database
-from store.models import SERVED_DOCUMENT_SQL
 
 # bm25() column weights, in table order: source_path, heading_path, symbol, content.
 # Exact identifiers, paths and headings outrank repeated body terms.
@@ -38,14 +38,13 @@ _WEIGHTS_SQL = ", ".join(str(w) for w in COLUMN_WEIGHTS)
 ROW_COUNT_TTL_S = 300.0
 _ROW_COUNT_CACHE_MAX = 20_000
 _SCAN_BATCH = 256
-_SQL_VARIABLES = 500
 # Ranking without the scope join looks at this many best matches overall.
 OVERALL_DEPTH_FACTOR = 4
 OVERALL_DEPTH_MIN = 200
 
 _SCOPE_SQL = (
     "JOIN chunk AS c ON c.id = f.rowid JOIN document AS d ON d.id = c.document_id "
-    f"WHERE c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}"
+    f"WHERE {SCOPED_SQL}"
 )
 
 
@@ -172,18 +171,8 @@ def _in_scope(
     """Which of ``chunk_ids`` are served chunks in the scope (and, if given,
     whose text holds ``content_holds``)."""
     kept: set[int] = set()
-    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
-        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
-        placeholders = ", ".join("?" for _ in ids)
-        check = (
-            "SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-            f"WHERE c.id IN ({placeholders}) AND c.collection_id = ? AND d.collection_id = ? "
-            f"AND {SERVED_DOCUMENT_SQL}"
-        )
-        params: list[object] = [*ids, collection_id, collection_id]
-        if document_id is not None:
-            check += " AND c.document_id = ?"
-            params.append(document_id)
+    for where, params in scoped_id_batches(chunk_ids, collection_id, document_id):
+        check = f"SELECT c.id FROM chunk AS c JOIN document AS d ON d.id = c.document_id WHERE {where}"
         if content_holds is not None:
             check += " AND instr(c.content, ?) > 0"
             params.append(content_holds)
