@@ -101,8 +101,12 @@ class DocumentsScreen(KbtuiScreen):
 
     @property
     def ready(self) -> bool:
-        """Mounted with its widgets (messages can arrive before mount or during teardown)."""
-        return self._ready
+        """Mounted with its widgets (messages can arrive before mount or during teardown).
+
+        The app stops running before shutdown removes this screen's children, while its
+        message loop may still hand over a poll result; that window counts as not ready.
+        """
+        return self._ready and self.app.is_running
 
     def on_unmount(self) -> None:
         self._ready = False
