@@ -194,22 +194,6 @@ def documents_by_path(collection_id: str) -> dict[str, PathDocument]:
     }
 
 
-def pending_documents(repository_id: str, collection_id: str) -> list[str]:
-    """Ids of this repository's Pending documents in a collection, oldest first."""
-    rows = (
-        Document.select(Document.id)
-        .join(RepositoryDocument, on=(RepositoryDocument.document == Document.id))
-        .where(
-            (RepositoryDocument.repository == repository_id)
-            & (Document.collection == collection_id)
-            & (Document.status == Status.PENDING.value)
-        )
-        .order_by(Document.source_path)
-        .tuples()
-    )
-    return [row[0] for row in rows]
-
-
 def add_repository_document(
     store: Store,
     repository_id: str,

@@ -35,6 +35,7 @@ from kbtui.repository.scan import (
 from store import Store
 from store import repositories as catalog
 from store.catalog import purge_document
+from store.models import NON_TERMINAL
 from store.repositories import PathDocument, RegisteredRepository
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,9 @@ class ImportReport:
     removed: Tally
     skipped: dict[str, Tally]
     files: tuple[FileOutcome, ...]
+    # Documents this scan left for the pipeline: added, updated, and unchanged
+    # ones an earlier run queued but never finished. Collected during the scan,
+    # not read back at the end: a running node may already have taken them.
     pending_document_ids: tuple[str, ...]
     elapsed_s: float
 
@@ -126,6 +130,7 @@ class _ReportBuilder:
     counts: Counter = field(default_factory=Counter)
     sizes: Counter = field(default_factory=Counter)
     ignored: int = 0
+    queued: list[str] = field(default_factory=list)
 
     def record(self, source_path: str, outcome: str, size: int, *, reason: str | None = None,
                document_id: str | None = None) -> None:
@@ -134,7 +139,7 @@ class _ReportBuilder:
         self.sizes[key] += size
         self.files.append(FileOutcome(printable(source_path), outcome, reason, size, document_id))
 
-    def build(self, status: str, pending: list[str]) -> ImportReport:
+    def build(self, status: str) -> ImportReport:
         def tally(key: str) -> Tally:
             return Tally(self.counts[key], self.sizes[key])
 
@@ -154,7 +159,7 @@ class _ReportBuilder:
             removed=tally("removed"),
             skipped=skipped,
             files=tuple(self.files),
-            pending_document_ids=tuple(pending),
+            pending_document_ids=tuple(self.queued),
             elapsed_s=time.monotonic() - self.started,
         )
 
@@ -304,12 +309,15 @@ class _Import:
             if current.repository_id is None:
                 catalog.claim_document(self.repository.id, current.document_id)
             self.report.record(path, "unchanged", size, document_id=current.document_id)
+            if current.status in NON_TERMINAL:
+                self.report.queued.append(current.document_id)
             return
         if current is not None and catalog.update_repository_document(
             self.store, self.repository.id, current.document_id,
             fmt=accepted.fmt, data=accepted.data, content_hash=accepted.content_hash,
         ):
             self.report.record(path, "updated", size, document_id=current.document_id)
+            self.report.queued.append(current.document_id)
             return
         document_id = catalog.add_repository_document(
             self.store, self.repository.id, self.collection_id,
@@ -317,6 +325,7 @@ class _Import:
             data=accepted.data, content_hash=accepted.content_hash,
         )
         self.report.record(path, "added", size, document_id=document_id)
+        self.report.queued.append(document_id)
 
     def _purge_gone_paths(self) -> None:
         for path, document in sorted(catalog.documents_by_path(self.collection_id).items()):
@@ -332,8 +341,7 @@ class _Import:
 
     def _finish(self, status: str) -> ImportReport:
         catalog.record_import(self.repository.id, status)
-        pending = catalog.pending_documents(self.repository.id, self.collection_id)
-        report = self.report.build(status, pending)
+        report = self.report.build(status)
         log.info(
             "repository %s import %s: listed %d, added %d, updated %d, unchanged %d, removed %d, skipped %s",
             self.repository.id, status, report.listed, report.added.count, report.updated.count,

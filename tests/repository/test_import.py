@@ -18,7 +18,8 @@ from kbtui.repository.importer import (
 )
 from kbtui.repository.scan import ScanLimits
 from store import repositories
-from store.models import Chunk, Document, StatusHistory
+from store.catalog import set_status
+from store.models import Chunk, Document, Status, StatusHistory
 from store.repositories import RepositoryAlreadyRegistered
 from tests.repository.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
@@ -461,3 +462,22 @@ def test_an_interrupted_indexing_run_is_finished_by_the_next_import(counting_nod
     assert second.unchanged.count == 1 and second.pending_document_ids == first.pending_document_ids
     assert rows()["a.md"].status == "Indexed"
     assert os.path.exists(node.store.blobs.path_for(rows()["a.md"].id))
+
+
+def test_documents_a_running_node_takes_mid_scan_are_still_reported_as_queued(node, tree):
+    # A running node's drain sweep admits Pending rows while the scan goes on;
+    # the report must still name every document this import queued, or the
+    # TUI says "1 queued" for 2 and `kbtui import` stops following one.
+    for name in ("a.md", "b.md", "c.md"):
+        tree.write(name, f"# {name}\n\ntext of {name}\n")
+    tree.commit()
+
+    def node_takes_what_is_pending(done: int, total: int) -> None:
+        for document in Document.select().where(Document.status == Status.PENDING.value):
+            set_status(document.id, Status.EXTRACTING)
+
+    report = import_repository(node.store, register(node, tree), "DEFAULT", DEFAULT_LIMITS,
+                               on_progress=node_takes_what_is_pending)
+    assert report.added.count == 3
+    assert Document.select().where(Document.status == Status.PENDING.value).count() == 0
+    assert sorted(report.pending_document_ids) == sorted(d.id for d in rows().values())
