@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 
 from kbtui.screens.collections import CollectionsScreen
@@ -100,7 +100,8 @@ def test_the_palette_offers_every_action_and_runs_them(tui_node):
             await pilot.press("ctrl+p")
             await wait_until(lambda: isinstance(app.screen, CommandPalette))
             await type_text(pilot, "delete document")
-            await pilot.pause(0.5)
+            # The palette gathers matches asynchronously; Enter runs the only one.
+            await wait_until(lambda: app.screen.query_one(CommandList).option_count == 1)
             await pilot.press("enter")
             await wait_until(lambda: app.screen.__class__.__name__ == "ConfirmScreen")
             await pilot.press("y")

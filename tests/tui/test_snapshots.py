@@ -110,6 +110,7 @@ def test_dialogs(snap_compare, snapshot_app, size, key):
     async def run_before(pilot) -> None:
         await documents_loaded(pilot)
         await pilot.press(key)
+        await wait_until(lambda: pilot.app.screen is not pilot.app.documents_screen)
         await pilot.pause(0.2)
 
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
