@@ -113,7 +113,7 @@ def open_node(home: Path) -> Node:
 def run_import(node: Node, repository_id: str, limits: ScanLimits, name: str, *, index: bool) -> Measurement:
     before = node.embedder.calls
     started = time.perf_counter()
-    report: ImportReport = import_repository(node.store, repository_id, "BENCH", limits)
+    report: ImportReport = import_repository(node.store, repository_id, "BENCH", limits, purge=node.purge)
     scan_seconds = time.perf_counter() - started
     failed = index_pending(node, report.pending_document_ids, quiet=True) if index else []
     seconds = time.perf_counter() - started

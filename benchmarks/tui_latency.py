@@ -39,10 +39,10 @@ from textual import events  # noqa: E402
 from textual.widgets import DataTable, Input  # noqa: E402
 
 from ingest import write_documents  # noqa: E402
-from kbtui.app import KbtuiApp, TuiOptions  # noqa: E402
+from kbtui.tui.app import KbtuiApp, TuiOptions  # noqa: E402
 from kbtui.config import Config  # noqa: E402
 from kbtui.node import Node  # noqa: E402
-from kbtui.screens.search import SearchScreen  # noqa: E402
+from kbtui.tui.screens.search import SearchScreen  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,49 @@
-"""A node: the opened data directory plus the configured embedder and search."""
+"""The use cases, in one place: every face (CLI, terminal UI, agent tools, MCP,
+eval) calls a :class:`Node` and none of them touches the store directly.
+
+A node is an opened data directory plus the configured embedder, the ANN
+indexes and search. Its methods are safe to call from any thread: each use
+case runs on that thread's own database connection (opened and closed around
+the call when the thread has none). Everything a method returns is a frozen
+read model (:mod:`kbtui.reads`), a report, or a plain value.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 from pykka import ActorRef
 
-from actors.runtime import Runtime
+from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.stage import PipelineContext
+from actors.status_writer import published_admission, read_node_status
+from kbtui.collect import collect_files
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.follow import follow_documents
+from kbtui.errors import KbtuiError, NotFound
+from kbtui.extract import format_for
+from kbtui.follow import FollowResult, follow_documents
+from kbtui.reads import (
+    CatalogSnapshot,
+    DocumentDetail,
+    DocumentRow,
+    DocumentText,
+    NameCache,
+    catalog_stamp,
+    load_document_detail,
+    load_document_rows,
+    read_document_text,
+    read_neighbours,
+    status_counts,
+)
+from kbtui.repository.importer import ImportReport, import_repository, register_repository
+from kbtui.repository.scan import ScanLimits
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
     RERANKER_TARGET,
@@ -21,11 +51,86 @@ from kbtui.retrieval.search import (
     SearchResponse,
     SearchService,
 )
-from store import Store, catalog, open_store
+from store import Store, catalog, open_store, repositories
+from store.chunks import ChunkRecord
+from store.db import thread_connection
 from store.models import Document
+from store.node_lock import node_running
+from store.repositories import RegisteredRepository
 from store.vectors import VectorIndexes, committed_vectors
 
 log = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _connected(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run a use case on the calling thread's own database connection."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with thread_connection():
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+@dataclass(frozen=True)
+class AddedFile:
+    """A file ``add`` stored (or found already stored) as a document."""
+
+    path: Path
+    document_id: str
+    created: bool
+    status: str
+
+
+@dataclass(frozen=True)
+class RefusedFile:
+    """A file ``add`` could not store; ``reason`` is content-free."""
+
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class AddReport:
+    added: tuple[AddedFile, ...]
+    refused: tuple[RefusedFile, ...]
+
+    @property
+    def document_ids(self) -> list[str]:
+        return list(dict.fromkeys(a.document_id for a in self.added))
+
+    @property
+    def created(self) -> int:
+        return sum(a.created for a in self.added)
+
+
+@dataclass(frozen=True)
+class ReindexReport:
+    """Documents queued again, and those left alone because their encrypted
+    source is damaged (id and a content-free reason)."""
+
+    queued: tuple[str, ...]
+    damaged: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """Whether a node runs for the data directory, what it last published, and
+    documents by status."""
+
+    running: bool
+    published: dict[str, object] | None
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RepositoryRow:
+    repository: RegisteredRepository
+    document_count: int
 
 
 @dataclass
@@ -37,9 +142,11 @@ class Node:
     reuse: ChunkEmbeddingReuse
     vectors: VectorIndexes
     _runtime: Runtime | None = field(default=None, repr=False)
+    names: NameCache = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.searcher.request_warm = self._request_warm
+        self.names = NameCache(self.store)
 
     @classmethod
     def open(cls, config: Config) -> Node:
@@ -62,30 +169,14 @@ class Node:
         searcher = SearchService(config, embedder, vectors, reranker=build_reranker(config))
         return cls(config, store, embedder, searcher, reuse, vectors)
 
-    def index(self, document_ids: Sequence[str], *, stall_timeout_s: float = 120.0) -> dict[str, str]:
-        """Run the pipeline in this process until the documents are Indexed or
-        Failed; return their statuses (a deleted document is absent)."""
-        with self.pipeline() as runtime:
-            for document_id in document_ids:
-                runtime.admit(document_id)
-            follow_documents(list(document_ids), show_progress=False, stall_timeout_s=stall_timeout_s)
-        rows = Document.select(Document.id, Document.status).where(Document.id.in_(list(document_ids)))
-        return {row.id: row.status for row in rows}
+    def close(self) -> None:
+        try:
+            self.searcher.close()
+            self.vectors.close()
+        finally:
+            self.store.close()
 
-    def ingest(self, document_id: str) -> str | None:
-        """Index one document now; its final status, or None if it was deleted."""
-        return self.index([document_id]).get(document_id)
-
-    def search(
-        self, query: str, collection_id: str, *, limit: int = 10, document_id: str | None = None,
-        expand_neighbors: bool = False,
-    ) -> SearchResponse:
-        return self.searcher.search(
-            SearchRequest(
-                query=query, collection_id=collection_id, limit=limit,
-                document_id=document_id, expand_neighbors=expand_neighbors,
-            )
-        )
+    # ------------------------------------------------------------ the pipeline
 
     def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
         """A (not yet started) actor pipeline for this node."""
@@ -104,18 +195,276 @@ class Node:
         if self._runtime is not None and self._runtime.running:
             self._runtime.request_warm(target)
 
+    def pipeline_running(self) -> bool:
+        """Whether some process (this one included) holds the node lock for the data directory."""
+        return node_running(self.config.home)
+
+    @_connected
+    def index(
+        self, document_ids: Sequence[str], *, show_progress: bool | None = False, stall_timeout_s: float = 120.0
+    ) -> dict[str, str]:
+        """Run the pipeline in this process until the documents are Indexed or
+        Failed; return their statuses (a deleted document is absent)."""
+        ids = list(dict.fromkeys(document_ids))
+        with self.pipeline() as runtime:
+            for document_id in ids:
+                runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
+            follow_documents(ids, show_progress=show_progress, stall_timeout_s=stall_timeout_s)
+        return self._statuses(ids)
+
+    def ingest(self, document_id: str) -> str | None:
+        """Index one document now; its final status, or None if it was deleted."""
+        return self.index([document_id]).get(document_id)
+
+    @_connected
+    def index_and_follow(self, document_ids: Sequence[str], *, show_progress: bool | None = None) -> FollowResult:
+        """Get Pending documents indexed, whoever runs the node, and wait for them.
+
+        When no node runs for the data directory this process runs the
+        pipeline; otherwise it follows the running node through the database,
+        and takes over if that node stops before the documents are done.
+        """
+        ids = list(dict.fromkeys(document_ids))
+        runtime: Runtime | None = None
+
+        def ensure_pipeline() -> None:
+            nonlocal runtime
+            if runtime is not None or self.pipeline_running():
+                return
+            try:
+                runtime = self.pipeline().start()
+            except NodeAlreadyRunning:
+                return  # another process won the race; follow it
+            for document_id in ids:
+                runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
+
+        try:
+            ensure_pipeline()
+            return follow_documents(ids, show_progress=show_progress, on_poll=ensure_pipeline)
+        finally:
+            if runtime is not None:
+                runtime.stop()
+
+    # ------------------------------------------------------------ adding
+
+    @_connected
+    def add_paths(self, paths: Sequence[str], collection_id: str) -> AddReport:
+        """Store every supported file under ``paths`` (encrypted) as a Pending
+        document of ``collection_id``; nothing is indexed yet.
+
+        The same bytes already in the collection are the same document. A file
+        that cannot be stored is refused on its own; the others carry on.
+        """
+        added: list[AddedFile] = []
+        refused: list[RefusedFile] = []
+        for path in collect_files(paths):
+            try:
+                outcome = self._add_file(path, collection_id)
+            except KbtuiError as problem:
+                refused.append(RefusedFile(path, problem.message))
+                continue
+            added.append(AddedFile(path, outcome.document_id, outcome.created, outcome.status))
+        return AddReport(tuple(added), tuple(refused))
+
+    @_connected
+    def add_file(self, path: Path, collection_id: str, *, fmt: str | None = None) -> AddedFile:
+        """Store one file as a Pending document (``fmt``: the reader to use, else by name)."""
+        outcome = self._add_file(path, collection_id, fmt=fmt)
+        return AddedFile(path, outcome.document_id, outcome.created, outcome.status)
+
+    def _add_file(self, path: Path, collection_id: str, *, fmt: str | None = None) -> catalog.AddOutcome:
+        return catalog.add_document(
+            self.store, collection_id, path, display_name=path.name, fmt=fmt or format_for(path.name) or "text",
+            max_bytes=self.config.max_document_bytes,
+        )
+
+    # ------------------------------------------------------------ removing and re-indexing
+
+    @_connected
+    def remove(self, document_ids: Sequence[str]) -> int:
+        """Delete documents (rows, index entries, ANN labels, encrypted source); how many existed."""
+        return sum(self.purge(document_id) for document_id in dict.fromkeys(document_ids))
+
+    @_connected
     def purge(self, document_id: str) -> bool:
+        """The one way a document is deleted: the catalog first, then its ANN labels.
+        False when it did not exist."""
         removed = catalog.purge_document(self.store, document_id)
         if removed:
             self.vectors.note_removed(removed)
         return removed is not None
 
-    def close(self) -> None:
-        try:
-            self.searcher.close()
-            self.vectors.close()
-        finally:
-            self.store.close()
+    @_connected
+    def reindex(self, document_ids: Sequence[str] | None = None, *, collection_id: str | None = None) -> ReindexReport:
+        """Queue documents for ingestion again (None: every document, of
+        ``collection_id`` when given). They keep serving until the new index commits.
+
+        A document whose encrypted source fails authentication is left alone
+        (it could only fail again, and its current index would be lost) and reported.
+        """
+        if document_ids is None:
+            document_ids = [row.document_id for row in load_document_rows(self.names, collection_id)]
+        queued: list[str] = []
+        damaged: list[tuple[str, str]] = []
+        for document_id in dict.fromkeys(document_ids):
+            try:
+                self.store.blobs.verify(document_id)
+            except KbtuiError as problem:
+                damaged.append((document_id, problem.message))
+                continue
+            queued.append(document_id)
+        catalog.mark_pending(queued)
+        return ReindexReport(tuple(queued), tuple(damaged))
+
+    # ------------------------------------------------------------ reading
+
+    @_connected
+    def resolve(self, reference: str, collection_id: str | None = None) -> str:
+        """The id of the document ``reference`` names (full id or unique prefix)."""
+        return catalog.resolve_document(reference, collection_id).id
+
+    @_connected
+    def documents(
+        self,
+        collection_id: str | None = None,
+        status: str | None = None,
+        *,
+        updated_since: float | None = None,
+        document_ids: Sequence[str] | None = None,
+    ) -> list[DocumentRow]:
+        """Documents oldest first (see :func:`kbtui.reads.load_document_rows`)."""
+        return load_document_rows(
+            self.names, collection_id, status, updated_since=updated_since, document_ids=document_ids
+        )
+
+    @_connected
+    def document(self, document_id: str) -> DocumentRow:
+        found = load_document_rows(self.names, None, document_ids=[document_id])
+        if not found:
+            raise NotFound("no such document")
+        return found[0]
+
+    @_connected
+    def detail(self, document_id: str) -> DocumentDetail | None:
+        """Row, versions, history, sections and chunks of one document (None if gone)."""
+        return load_document_detail(self.names, document_id)
+
+    @_connected
+    def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:
+        """Up to ``max_chars`` of a served document's text, stitched from its chunks."""
+        return read_document_text(
+            document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
+        )
+
+    @_connected
+    def neighbours(self, chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:
+        """A served chunk and up to ``window`` chunks each side, in document order."""
+        return read_neighbours(chunk_id, collection_id, window)
+
+    @_connected
+    def display_names(self, document_ids: Sequence[str]) -> dict[str, str]:
+        """The operator's own file names for these documents (never for hits or tools)."""
+        return self.names.names_of(document_ids)
+
+    @_connected
+    def collections(self) -> list[str]:
+        return catalog.list_collections()
+
+    @_connected
+    def collection_exists(self, collection_id: str) -> bool:
+        return catalog.collection_exists(collection_id)
+
+    @_connected
+    def status(self) -> NodeStatus:
+        running = self.pipeline_running()
+        return NodeStatus(running, read_node_status(self.config.home) if running else None, status_counts())
+
+    @_connected
+    def snapshot(self, collection_id: str, *, with_queue: bool) -> CatalogSnapshot:
+        """The cheap look the terminal UI takes once a second (and the running
+        node's published queue, when asked for)."""
+        running = self.pipeline_running()
+        queue = published_admission(self.config.home) if with_queue and running else None
+        return CatalogSnapshot(
+            collection_id=collection_id,
+            stamp=catalog_stamp(collection_id),
+            status_counts=tuple(sorted(status_counts(collection_id).items())),
+            queue=queue,
+            collections=tuple(catalog.list_collections()),
+            node_running=running,
+        )
+
+    @_connected
+    def statuses(self, document_ids: Sequence[str]) -> dict[str, str]:
+        return self._statuses(document_ids)
+
+    def _statuses(self, document_ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        ids = list(document_ids)
+        for start in range(0, len(ids), 500):
+            rows = Document.select(Document.id, Document.status).where(Document.id.in_(ids[start : start + 500]))
+            found.update({row.id: row.status for row in rows})
+        return found
+
+    # ------------------------------------------------------------ search
+
+    @_connected
+    def search(
+        self, query: str, collection_id: str, *, limit: int | None = None, document_id: str | None = None,
+        expand_neighbors: bool = False,
+    ) -> SearchResponse:
+        return self.searcher.search(
+            SearchRequest(
+                query=query, collection_id=collection_id, limit=limit or self.config.search_limit,
+                document_id=document_id, expand_neighbors=expand_neighbors,
+            )
+        )
+
+    # ------------------------------------------------------------ repositories
+
+    @_connected
+    def register_repository(self, path: Path, name: str | None = None) -> RegisteredRepository:
+        """Register ``path``, the top level of a Git working tree, for imports."""
+        return register_repository(self.store, path, name)
+
+    @_connected
+    def repositories(self) -> list[RepositoryRow]:
+        return [
+            RepositoryRow(r, repositories.document_count(r.id)) for r in repositories.list_repositories(self.store)
+        ]
+
+    @_connected
+    def resolve_repository(self, reference: str) -> RepositoryRow:
+        """A registration by id, unique id prefix or name."""
+        registered = repositories.resolve_repository(self.store, reference)
+        return RepositoryRow(registered, repositories.document_count(registered.id))
+
+    @_connected
+    def unregister_repository(self, repository_id: str, *, purge: bool) -> int:
+        """Forget a registration; with ``purge`` also delete what it imported
+        (else its documents stay, as ordinary documents). Returns how many were purged."""
+        return repositories.unregister_repository(
+            self.store, repository_id, purge=self.purge if purge else None
+        )
+
+    def repository_scan_limits(self) -> ScanLimits:
+        """The configured per-file and aggregate byte limits of a repository scan."""
+        return ScanLimits(
+            max_file_bytes=min(self.config.repository_max_file_bytes, self.config.max_document_bytes),
+            max_total_bytes=self.config.repository_max_total_bytes,
+        )
+
+    @_connected
+    def import_repository(
+        self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], None] | None = None
+    ) -> ImportReport:
+        """Bring ``collection_id`` in line with a registered repository: add,
+        update, leave, and (after a completed scan) purge. Writes Pending rows
+        only; :meth:`index_and_follow` or a running node indexes them."""
+        return import_repository(
+            self.store, repository_id, collection_id, self.repository_scan_limits(),
+            purge=self.purge, on_progress=on_progress,
+        )
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:
@@ -132,4 +481,3 @@ def build_embedder(config: Config) -> EmbeddingProvider:
         connect_timeout_s=config.embedding_connect_timeout_s,
         identity_ttl_s=config.embedding_identity_ttl_s,
     )
-

@@ -13,6 +13,7 @@ import hmac
 import io
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from peewee import (
@@ -27,7 +28,7 @@ from peewee import (
 from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
-from store.catalog import create_document, purge_document
+from store.catalog import create_document
 from store.db import database
 from store.models import BaseModel, Document, Status, StatusHistory
 
@@ -155,8 +156,12 @@ def document_count(repository_id: str) -> int:
     return RepositoryDocument.select().where(RepositoryDocument.repository == repository_id).count()
 
 
-def unregister_repository(store: Store, repository_id: str, *, purge_documents: bool) -> int:
-    """Forget a registration; with ``purge_documents`` also delete what it imported.
+def unregister_repository(
+    store: Store, repository_id: str, *, purge: Callable[[str], bool] | None = None
+) -> int:
+    """Forget a registration; with ``purge`` also delete what it imported, one
+    document at a time through that callable (the node's single purge path,
+    which also drops the documents' ANN labels).
 
     Returns the number of documents purged. Kept documents stay searchable as
     ordinary documents (their repository link is dropped).
@@ -167,11 +172,7 @@ def unregister_repository(store: Store, repository_id: str, *, purge_documents: 
             RepositoryDocument.repository == repository_id
         )
     ]
-    purged = 0
-    if purge_documents:
-        for document_id in owned:
-            if purge_document(store, document_id) is not None:
-                purged += 1
+    purged = sum(purge(document_id) for document_id in owned) if purge is not None else 0
     with database.atomic():
         deleted = Repository.delete().where(Repository.id == repository_id).execute()
     if not deleted:

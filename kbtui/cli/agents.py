@@ -43,8 +43,8 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     from kbtui.tools.ask import answer_question, search_instead
 
     node = open_node(ctx)
-    collection_id = existing_collection(collection) if collection else canonical_collection_id(None)
-    outcome = answer_question(question, collection_id=collection_id, searcher=node, config=node.config, model=model)
+    collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
+    outcome = answer_question(question, collection_id=collection_id, knowledge=node, config=node.config, model=model)
     fallback = search_instead(node, question, collection_id, limit=node.config.search_limit) if outcome.offers_search else None
     if as_json:
         click.echo(json.dumps({
@@ -61,7 +61,7 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     if not outcome.answered:
         click.echo(f"kbtui: {outcome.notice}", err=True)
         stdout.print("[bold]Search results instead:[/]")
-        print_hits(node, collection_id, fallback.hits if fallback else [], question)
+        print_hits(node, fallback.hits if fallback else [], question)
         return 1
     stdout.print(escape(outcome.answer))  # the model's text; may span lines
     listed = outcome.cited or outcome.consulted

@@ -23,7 +23,6 @@ from kbtui.errors import NotFound
 from kbtui.logs import configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
-from store import catalog
 
 stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
@@ -46,7 +45,7 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     )
     ctx.obj = config
     if ctx.invoked_subcommand is None:
-        from kbtui.app import run_app
+        from kbtui.tui.app import run_app
 
         return run_app(config)
     return None
@@ -58,11 +57,12 @@ def open_node(ctx: click.Context) -> Node:
     return node
 
 
-def existing_collection(raw: str | None) -> str | None:
+def existing_collection(node: Node, raw: str | None) -> str | None:
+    """The canonical id of a collection that exists (None when not given)."""
     if raw is None:
         return None
     collection_id = canonical_collection_id(raw)
-    if not catalog.collection_exists(collection_id):
+    if not node.collection_exists(collection_id):
         raise NotFound("unknown collection")
     return collection_id
 

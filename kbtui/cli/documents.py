@@ -8,19 +8,12 @@ import time
 import click
 from rich.table import Table
 
-from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
-from kbtui.collect import collect_files
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
-from kbtui.extract import format_for
-from kbtui.follow import follow_documents
-from kbtui.node import Node
+from kbtui.follow import FollowResult
 from kbtui.printable import human_size
-from store import catalog
-from store.models import Document, Section, StatusHistory
-from store.node_lock import node_running
-
+from kbtui.reads import DocumentRow
 
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
@@ -36,96 +29,62 @@ def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_w
     the command follows them to Indexed or Failed, unless --no-wait.
     """
     collection_id = canonical_collection_id(collection)
-    files = collect_files(paths)
     node = open_node(ctx)
-    outcomes = [
-        catalog.add_document(
-            node.store, collection_id, path,
-            display_name=path.name, fmt=format_for(path.name) or "text",
-            max_bytes=node.config.max_document_bytes,
-        )
-        for path in files
-    ]
-    ids = [o.document_id for o in outcomes]
-    result = None if no_wait else index_and_follow(node, ids, quiet=as_json)
-    documents = [Document.get_by_id(i) for i in ids]
+    report = node.add_paths(paths, collection_id)
+    for refused in report.refused:
+        click.echo(f"kbtui: {shown(str(refused.path))}: {refused.reason}", err=True)
+    ids = report.document_ids
+    result = None if no_wait or not ids else node.index_and_follow(ids, show_progress=False if as_json else None)
+    rows = {row.document_id: row for row in node.documents(document_ids=ids)}
     if as_json:
         click.echo(json.dumps([
-            {**document_json(node, d), "created": o.created} for d, o in zip(documents, outcomes)
+            {**document_json(rows[a.document_id]), "created": a.created} for a in report.added if a.document_id in rows
         ], indent=2))
     else:
-        _print_documents(node, documents)
-        created = sum(o.created for o in outcomes)
-        stdout.print(f"{created} added, {len(outcomes) - created} already present; " + _outcome_line(documents, result))
-    return _exit_code(result)
+        _print_documents(list(rows.values()))
+        line = f"{report.created} added, {len(report.added) - report.created} already present"
+        if report.refused:
+            line += f", {len(report.refused)} refused"
+        stdout.print(line + "; " + _outcome_line(len(ids), result))
+    return 1 if report.refused else _exit_code(result)
 
 
-def index_and_follow(node: Node, document_ids: list[str], *, quiet: bool = False):
-    """Index Pending documents and wait for them.
-
-    When no node runs for the data directory this process runs the pipeline;
-    otherwise it follows the running node through the database, and takes
-    over if that node stops before our documents are done.
-    """
-    runtime: Runtime | None = None
-
-    def ensure_pipeline() -> None:
-        nonlocal runtime
-        if runtime is not None or node_running(node.config.home):
-            return
-        try:
-            runtime = node.pipeline().start()
-        except NodeAlreadyRunning:
-            return  # another process won the race; follow it
-        for document_id in document_ids:
-            runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
-
-    try:
-        ensure_pipeline()
-        return follow_documents(document_ids, show_progress=False if quiet else None, on_poll=ensure_pipeline)
-    finally:
-        if runtime is not None:
-            runtime.stop()
-
-
-def _outcome_line(documents: list[Document], result) -> str:
+def _outcome_line(queued: int, result: FollowResult | None) -> str:
     if result is None:
-        return f"{len(documents)} queued; a running node (kbtui serve or the TUI) indexes them"
+        return f"{queued} queued; a running node (kbtui serve or the TUI) indexes them"
     line = f"{result.counts.get('Indexed', 0)} indexed, {result.failed} failed"
     if result.stalled:
         line += f", {result.unfinished} still queued (the pipeline stopped making progress; see kbtui status)"
     return line
 
 
-def _exit_code(result) -> int:
+def _exit_code(result: FollowResult | None) -> int:
     if result is None:
         return 0
     return 1 if result.failed or result.stalled else 0
 
 
-
-
-def document_json(node: Node, document: Document) -> dict[str, object]:
+def document_json(row: DocumentRow) -> dict[str, object]:
     """The stable JSON shape of a document (documented in README.md)."""
     return {
-        "document_id": document.id,
-        "collection": document.collection_id,
-        "status": document.status,
-        "display_name": catalog.display_name(node.store, document),
-        "failure_reason": document.failure_reason,
-        "format": document.format,
-        "source_path": document.source_path,
-        "size_bytes": document.size_bytes,
-        "chunk_count": document.chunk_count,
-        "progress": document.progress,
-        "vector_identity": document.vector_identity,
-        "created_at": document.created_at,
-        "updated_at": document.updated_at,
-        "indexed_at": document.indexed_at,
+        "document_id": row.document_id,
+        "collection": row.collection_id,
+        "status": row.status,
+        "display_name": row.name,
+        "failure_reason": row.reason,
+        "format": row.format,
+        "source_path": row.source_path,
+        "size_bytes": row.size_bytes,
+        "chunk_count": row.chunk_count,
+        "progress": row.progress,
+        "vector_identity": row.vector_identity,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "indexed_at": row.indexed_at,
     }
 
 
-def _print_documents(node: Node, documents: list[Document]) -> None:
+def _print_documents(documents: list[DocumentRow]) -> None:
     # The collection column only when it tells something: keeps names readable at 80 columns.
     show_collection = len({d.collection_id for d in documents}) > 1
     columns = ["ID", "NAME"] + (["COLLECTION"] if show_collection else []) + ["STATUS", "CHUNKS", "SIZE", "UPDATED"]
@@ -133,8 +92,8 @@ def _print_documents(node: Node, documents: list[Document]) -> None:
     for column in columns:
         table.add_column(column, no_wrap=column != "NAME", overflow="fold" if column == "NAME" else "ellipsis")
     for d in documents:
-        status = d.status if not d.failure_reason else f"{d.status} ({d.failure_reason})"
-        row = [d.id[:12], shown(catalog.display_name(node.store, d))]
+        status = d.status if not d.reason else f"{d.status} ({d.reason})"
+        row = [d.document_id[:12], shown(d.name)]
         if show_collection:
             row.append(d.collection_id)
         row += [status, str(d.chunk_count), human_size(d.size_bytes), time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
@@ -150,11 +109,11 @@ def _print_documents(node: Node, documents: list[Document]) -> None:
 def list_command(ctx: click.Context, collection: str | None, status: str | None, as_json: bool) -> int:
     """List documents and their ingestion status."""
     node = open_node(ctx)
-    documents = catalog.list_documents(existing_collection(collection), status)
+    documents = node.documents(existing_collection(node, collection), status)
     if as_json:
-        click.echo(json.dumps([document_json(node, d) for d in documents], indent=2))
+        click.echo(json.dumps([document_json(d) for d in documents], indent=2))
     elif documents:
-        _print_documents(node, documents)
+        _print_documents(documents)
     else:
         stdout.print("no documents")
     return 0
@@ -167,22 +126,22 @@ def list_command(ctx: click.Context, collection: str | None, status: str | None,
 def show(ctx: click.Context, document: str, as_json: bool) -> int:
     """Show one document: metadata, status history and sections."""
     node = open_node(ctx)
-    doc = catalog.resolve_document(document)
-    history = list(StatusHistory.select().where(StatusHistory.document == doc.id).order_by(StatusHistory.id))
-    sections = list(Section.select().where(Section.document == doc.id).order_by(Section.ordinal))
+    detail = node.detail(node.resolve(document))
+    if detail is None:
+        raise KbtuiError("the document was deleted meanwhile")
     if as_json:
-        payload = document_json(node, doc)
-        payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in history]
-        payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in sections]
+        payload = document_json(detail.row)
+        payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in detail.history]
+        payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in detail.sections]
         click.echo(json.dumps(payload, indent=2))
         return 0
-    for key, value in document_json(node, doc).items():
+    for key, value in document_json(detail.row).items():
         stdout.print(f"[bold]{key:>16}[/] {shown(str(value)) if value is not None else '-'}")
     stdout.print("\n[bold]history[/]")
-    for h in history:
+    for h in detail.history:
         stdout.print(f"  {time.strftime('%H:%M:%S', time.localtime(h.at))} {h.status}{' ' + h.reason if h.reason else ''}")
-    stdout.print(f"\n[bold]sections[/] ({len(sections)})")
-    for s in sections[:50]:
+    stdout.print(f"\n[bold]sections[/] ({len(detail.sections)})")
+    for s in detail.sections[:50]:
         stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
     return 0
 
@@ -193,10 +152,10 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
 def rm(ctx: click.Context, documents: tuple[str, ...]) -> int:
     """Delete documents: their rows, index entries and encrypted source."""
     node = open_node(ctx)
-    targets = [catalog.resolve_document(ref) for ref in documents]
-    for doc in targets:
-        node.purge(doc.id)
-        stdout.print(f"removed {doc.id}")
+    targets = list(dict.fromkeys(node.resolve(ref) for ref in documents))
+    for document_id in targets:
+        node.purge(document_id)
+        stdout.print(f"removed {document_id}")
     return 0
 
 
@@ -213,16 +172,11 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
     if not documents and not all_documents:
         raise KbtuiError("name documents to re-index, or pass --all")
     node = open_node(ctx)
-    targets = catalog.list_documents() if all_documents else [catalog.resolve_document(r) for r in documents]
-    # Authenticate every source first: a damaged blob stops the command before
-    # anything already indexed is touched.
-    for doc in targets:
-        try:
-            node.store.blobs.verify(doc.id)
-        except KbtuiError as exc:
-            raise type(exc)(f"document {doc.id}: {exc.message}") from None
-    ids = [d.id for d in targets]
-    catalog.mark_pending(ids)
-    result = None if no_wait else index_and_follow(node, ids)
-    stdout.print(_outcome_line([Document.get_by_id(i) for i in ids], result))
-    return _exit_code(result)
+    targets = None if all_documents else [node.resolve(r) for r in documents]
+    report = node.reindex(targets)
+    for document_id, problem in report.damaged:
+        click.echo(f"kbtui: document {document_id}: {problem}; its index is kept as it was", err=True)
+    ids = list(report.queued)
+    result = None if no_wait or not ids else node.index_and_follow(ids)
+    stdout.print(_outcome_line(len(ids), result) + (f", {len(report.damaged)} left alone (damaged source)" if report.damaged else ""))
+    return 1 if report.damaged else _exit_code(result)

@@ -10,11 +10,8 @@ import threading
 
 import click
 
-from actors.status_writer import read_node_status
 from kbtui.cli.common import cli, log, open_node, stdout
 from kbtui.logs import configure_logging
-from store import catalog
-from store.node_lock import node_running
 
 
 @cli.command()
@@ -30,7 +27,7 @@ def serve(ctx: click.Context) -> int:
         log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
         while not stopping.wait(SERVE_REPORT_INTERVAL_S):
             state = runtime.state()
-            counts = catalog.status_counts()
+            counts = node.status().counts
             log.info(
                 "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
                 state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
@@ -49,9 +46,8 @@ SERVE_REPORT_INTERVAL_S = 30.0
 def status(ctx: click.Context, as_json: bool) -> int:
     """Whether a node runs, its queue, and documents by status."""
     node = open_node(ctx)
-    running = node_running(node.config.home)
-    queue = read_node_status(node.config.home) if running else None
-    counts = catalog.status_counts()
+    state = node.status()
+    running, queue, counts = state.running, state.published, state.counts
     if as_json:
         click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
         return 0

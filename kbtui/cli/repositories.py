@@ -11,20 +11,11 @@ import click
 from rich.table import Table
 
 from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
-from kbtui.cli.documents import index_and_follow
 from kbtui.collections import canonical_collection_id
-from kbtui.node import Node
+from kbtui.node import Node, RepositoryRow
 from kbtui.printable import human_size
-from kbtui.repository.importer import (
-    ImportFailed,
-    ImportReport,
-    import_repository,
-    register_repository,
-)
-from kbtui.repository.scan import ScanLimits
-from store import repositories
-from store.models import Document
-from store.repositories import RegisteredRepository
+from kbtui.reads import Status
+from kbtui.repository.importer import ImportFailed, ImportReport
 
 
 @cli.group()
@@ -32,8 +23,9 @@ def repo() -> None:
     """Register local Git repositories for `kbtui import`."""
 
 
-def repository_json(repository: RegisteredRepository) -> dict[str, object]:
+def repository_json(row: RepositoryRow) -> dict[str, object]:
     """The stable JSON shape of a registered repository (documented in README.md)."""
+    repository = row.repository
     return {
         "repository_id": repository.id,
         "name": repository.name,
@@ -41,7 +33,7 @@ def repository_json(repository: RegisteredRepository) -> dict[str, object]:
         "created_at": repository.created_at,
         "last_import_at": repository.last_import_at,
         "last_import_status": repository.last_import_status,
-        "document_count": repositories.document_count(repository.id),
+        "document_count": row.document_count,
     }
 
 
@@ -53,9 +45,9 @@ def repository_json(repository: RegisteredRepository) -> dict[str, object]:
 def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> int:
     """Register PATH, which must be the top level of a Git working tree."""
     node = open_node(ctx)
-    registered = register_repository(node.store, Path(path), name)
+    registered = node.register_repository(Path(path), name)
     if as_json:
-        click.echo(json.dumps(repository_json(registered), indent=2))
+        click.echo(json.dumps(repository_json(RepositoryRow(registered, 0)), indent=2))
     else:
         stdout.print(f"registered {registered.id} {shown(registered.name)}")
     return 0
@@ -67,7 +59,7 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
 def repo_ls(ctx: click.Context, as_json: bool) -> int:
     """List registered repositories."""
     node = open_node(ctx)
-    registered = repositories.list_repositories(node.store)
+    registered = node.repositories()
     if as_json:
         click.echo(json.dumps([repository_json(r) for r in registered], indent=2))
         return 0
@@ -77,14 +69,12 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("ID", "NAME", "ROOT", "DOCUMENTS", "LAST IMPORT"):
         table.add_column(column, no_wrap=column not in ("NAME", "ROOT"))
-    for r in registered:
+    for row in registered:
+        r = row.repository
         last = "-" if r.last_import_at is None else (
             f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_import_at))} {r.last_import_status}"
         )
-        table.add_row(
-            r.id[:12], shown(r.name), shown(r.root),
-            str(repositories.document_count(r.id)), last,
-        )
+        table.add_row(r.id[:12], shown(r.name), shown(r.root), str(row.document_count), last)
     stdout.print(table)
     return 0
 
@@ -96,22 +86,20 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
 def repo_rm(ctx: click.Context, repository: str, purge: bool) -> int:
     """Forget a registration (its documents stay unless --purge)."""
     node = open_node(ctx)
-    registered = repositories.resolve_repository(node.store, repository)
-    kept = repositories.document_count(registered.id)
-    purged = repositories.unregister_repository(node.store, registered.id, purge_documents=purge)
-    detail = f"{purged} document(s) purged" if purge else f"{kept} document(s) kept"
-    stdout.print(f"removed repository {registered.id} ({detail})")
+    row = node.resolve_repository(repository)
+    purged = node.unregister_repository(row.repository.id, purge=purge)
+    detail = f"{purged} document(s) purged" if purge else f"{row.document_count} document(s) kept"
+    stdout.print(f"removed repository {row.repository.id} ({detail})")
     return 0
 
 
 def index_pending(node: Node, document_ids: Sequence[str], *, quiet: bool) -> list[str]:
     """Index documents an import left Pending (through the pipeline, like
     ``kbtui add``); return the ids that Failed."""
-    if document_ids:
-        index_and_follow(node, list(document_ids), quiet=quiet)
-    return [d.id for d in Document.select(Document.id).where(
-        Document.id.in_(list(document_ids)) & (Document.status == "Failed")
-    )]
+    if not document_ids:
+        return []
+    node.index_and_follow(document_ids, show_progress=False if quiet else None)
+    return [d for d, status in node.statuses(document_ids).items() if status == Status.FAILED.value]
 
 
 @cli.command("import")
@@ -124,16 +112,12 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
     """Import a registered repository (by id or name): add, update, remove, skip."""
     collection_id = canonical_collection_id(collection)
     node = open_node(ctx)
-    registered = repositories.resolve_repository(node.store, repository)
-    limits = ScanLimits(
-        max_file_bytes=min(node.config.repository_max_file_bytes, node.config.max_document_bytes),
-        max_total_bytes=node.config.repository_max_total_bytes,
-    )
+    registered = node.resolve_repository(repository).repository
     try:
         with progress_bar(disable=as_json) as progress:
             task = progress.add_task("scanning", total=None)
-            report = import_repository(
-                node.store, registered.id, collection_id, limits,
+            report = node.import_repository(
+                registered.id, collection_id,
                 on_progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
     except ImportFailed as failure:

@@ -16,7 +16,6 @@ from kbtui.node import Node
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.search import Hit
 from kbtui.retrieval.snippets import snippet
-from store import catalog
 
 
 def hit_json(hit) -> dict[str, object]:
@@ -64,12 +63,9 @@ def search(
 ) -> int:
     """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
     node = open_node(ctx)
-    collection_id = existing_collection(collection) if collection else canonical_collection_id(None)
-    document_id = catalog.resolve_document(document, collection_id).id if document else None
-    response = node.search(
-        query, collection_id, limit=limit or node.config.search_limit,
-        document_id=document_id, expand_neighbors=neighbors,
-    )
+    collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
+    document_id = node.resolve(document, collection_id) if document else None
+    response = node.search(query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors)
     if as_json:
         payload: dict[str, object] = {
             "hits": [hit_json(h) for h in response.hits],
@@ -84,18 +80,18 @@ def search(
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
     if explain and response.explain is not None:
         _print_explain(response.explain)
-    print_hits(node, collection_id, response.hits, query, explain=explain)
+    print_hits(node, response.hits, query, explain=explain)
     stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
     return 0
 
 
-def print_hits(node: Node, collection_id: str, hits: list[Hit], query: str, *, explain: bool = False) -> None:
+def print_hits(node: Node, hits: list[Hit], query: str, *, explain: bool = False) -> None:
     """Hits for the operator: title, origin, score and a highlighted snippet."""
     if not hits:
         stdout.print("no matches")
         return
     # The operator's own terminal may show decrypted names; search results never carry them.
-    names = {d.id: catalog.display_name(node.store, d) for d in catalog.list_documents(collection_id)}
+    names = node.display_names([h.document_id for h in hits])
     for rank, hit in enumerate(hits, start=1):
         title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
         stdout.print(f"[bold]{rank:>2}. {shown(title)}[/]", no_wrap=True, overflow="ellipsis")

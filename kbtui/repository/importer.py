@@ -34,7 +34,6 @@ from kbtui.repository.scan import (
 )
 from store import Store
 from store import repositories as catalog
-from store.catalog import purge_document
 from store.models import NON_TERMINAL
 from store.repositories import PathDocument, RegisteredRepository
 
@@ -226,19 +225,21 @@ def import_repository(
     collection_id: str,
     limits: ScanLimits,
     *,
+    purge: Callable[[str], bool],
     before_open: BeforeOpen | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> ImportReport:
     """Scan a registered repository and bring ``collection_id`` in line with it.
 
     Writes blobs and Pending rows only; indexing is the caller's next step
-    (the report lists the Pending document ids). Raises the validation error
+    (the report lists the Pending document ids). ``purge`` deletes one
+    document (the node's single purge path, which also drops its ANN labels). Raises the validation error
     when the registration no longer holds, :class:`ImportFailed` (with the
     partial report) when the scan stops part-way.
     """
     repository = catalog.get_repository(store, repository_id)
     with _exclusive_import(store.home, repository.id):
-        return _Import(store, repository, collection_id, limits, before_open, on_progress).run()
+        return _Import(store, repository, collection_id, limits, purge, before_open, on_progress).run()
 
 
 class _Import:
@@ -248,10 +249,12 @@ class _Import:
         repository: RegisteredRepository,
         collection_id: str,
         limits: ScanLimits,
+        purge: Callable[[str], bool],
         before_open: BeforeOpen | None,
         on_progress: ProgressCallback | None,
     ) -> None:
         self.store = store
+        self.purge = purge
         self.repository = repository
         self.collection_id = collection_id
         self.limits = limits
@@ -330,7 +333,7 @@ class _Import:
     def _purge_gone_paths(self) -> None:
         for path, document in sorted(catalog.documents_by_path(self.collection_id).items()):
             if document.repository_id == self.repository.id and path not in self.kept:
-                if purge_document(self.store, document.document_id) is not None:
+                if self.purge(document.document_id):
                     self.report.record(path, "removed", document.size_bytes, document_id=document.document_id)
 
     def _failed(self, exc: Exception, consequence: str = "nothing was removed") -> ImportFailed:

@@ -215,34 +215,21 @@ class BeirRun:
     failed: int = 0
 
 
-def ingest_beir(node, collection: BeirCollection, collection_id: str, *, show_progress: bool) -> tuple[dict[str, str], object]:
+def ingest_beir(node, collection: BeirCollection, collection_id: str, *, show_progress: bool) -> tuple[dict[str, str], dict[str, str]]:
     """Write each BEIR document as a Markdown file, add it, and index everything
-    through the node's actor pipeline. Returns document id -> BEIR id and the
-    follow result."""
-    from kbtui.follow import follow_documents
-    from store import catalog
-
+    through the node's actor pipeline, like ``kbtui add``. Returns document id
+    -> BEIR id, and document id -> final status."""
     labels: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="kbtui-eval-") as scratch:
         folder = Path(scratch)
-        ids = []
         for number, document in enumerate(collection.documents):
             if not (document.title.strip() or document.text.strip()):
                 continue  # nothing to index (Cranfield has one): it could only fail as no_text
             path = folder / f"{number:06d}.md"
             path.write_text(beir_markdown(document), encoding="utf-8")
-            outcome = catalog.add_document(
-                node.store, collection_id, path, display_name=path.name, fmt="markdown",
-                max_bytes=node.config.max_document_bytes,
-            )
-            labels[outcome.document_id] = document.doc_id
-            ids.append(outcome.document_id)
-        # The real ingestion path: the node's actor pipeline, like `kbtui add`.
-        with node.pipeline() as runtime:
-            for document_id in ids:
-                runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
-            result = follow_documents(ids, show_progress=show_progress)
-    return labels, result
+            labels[node.add_file(path, collection_id, fmt="markdown").document_id] = document.doc_id
+        statuses = node.index(list(labels), show_progress=show_progress)
+    return labels, statuses
 
 
 def run_beir(
@@ -255,10 +242,10 @@ def run_beir(
 ) -> BeirRun:
     """Ingest ``collection`` into ``node`` and evaluate each mode (hybrid once per fusion)."""
     started = time.perf_counter()
-    labels, result = ingest_beir(node, collection, collection_id, show_progress=show_progress)
+    labels, statuses = ingest_beir(node, collection, collection_id, show_progress=show_progress)
     run = BeirRun(collection, ingest_s=time.perf_counter() - started)
-    run.indexed = result.counts.get("Indexed", 0) if result is not None else 0
-    run.failed = result.failed if result is not None else 0
+    run.indexed = sum(status == "Indexed" for status in statuses.values())
+    run.failed = sum(status == "Failed" for status in statuses.values())
     service = node.searcher
     for mode in ("lexical", "vector"):
         run.reports.append(evaluate_mode(service, collection_id, collection.queries, collection.qrels, labels.get, mode=mode))

@@ -24,7 +24,7 @@ import pydantic
 
 from kbtui.config import Config
 from kbtui.retrieval.search import SearchResponse
-from kbtui.tools.knowledge import KnowledgeTools, Searcher, Source
+from kbtui.tools.knowledge import KnowledgeBase, KnowledgeTools, Searcher, Source
 from kbtui.tools.locality import (
     CLOUD_REFUSED,
     LocalityDecision,
@@ -33,7 +33,6 @@ from kbtui.tools.locality import (
     effective_chat_model,
 )
 from kbtui.tools.schemas import ollama_tools
-from store.db import thread_connection
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +189,7 @@ def answer_question(
     question: str,
     *,
     collection_id: str,
-    searcher: Searcher,
+    knowledge: KnowledgeBase,
     config: Config,
     model: str | None = None,
     chat: ChatModel | None = None,
@@ -210,10 +209,9 @@ def answer_question(
         return AskOutcome(CLOUD_REFUSED, "", endpoint.model, notice=decision.notice())
     owned = chat is None
     chat = chat or OllamaChatModel(endpoint, timeout_s=config.chat_timeout_s)
-    tools = KnowledgeTools(searcher, scope=collection_id, overlap_limit=config.chunking.overlap_chars)
+    tools = KnowledgeTools(knowledge, scope=collection_id)
     try:
-        with thread_connection():
-            return _run_turn(question, collection_id, chat, tools, decision)
+        return _run_turn(question, collection_id, chat, tools, decision)
     finally:
         if owned and isinstance(chat, OllamaChatModel):
             chat.close()
@@ -266,5 +264,4 @@ def _unanswered(status: str, endpoint: ModelEndpoint, calls_made: int = 0) -> As
 
 def search_instead(searcher: Searcher, question: str, collection_id: str, *, limit: int = 10) -> SearchResponse:
     """Plain search for an unanswered question; safe to call from a worker thread."""
-    with thread_connection():
-        return searcher.search(question, collection_id, limit=limit)
+    return searcher.search(question, collection_id, limit=limit)

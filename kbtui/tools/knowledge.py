@@ -21,7 +21,7 @@ from kbtui.errors import InvalidCollection
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools import schemas
 from kbtui.tools.fencing import CONTENT_TRUST, Fence
-from kbtui.tools.reads import read_document_text, read_neighbours, title_for
+from kbtui.reads import DocumentText, title_for
 from store.chunks import ChunkRecord
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,17 @@ _SAFE_LANGUAGE = re.compile(r"[A-Za-z0-9+#._-]{1,32}\Z")
 
 
 class Searcher(Protocol):
-    """What the tools need from search (``kbtui.node.Node`` provides it)."""
+    """What Ask needs from the knowledge base (``kbtui.node.Node`` provides it)."""
 
-    def search(self, query: str, collection_id: str, *, limit: int = ...) -> SearchResponse: ...
+    def search(self, query: str, collection_id: str, *, limit: int | None = ...) -> SearchResponse: ...
+
+
+class KnowledgeBase(Searcher, Protocol):
+    """What the tools need from the knowledge base (``kbtui.node.Node`` provides it)."""
+
+    def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None: ...
+
+    def neighbours(self, chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]: ...
 
 
 @dataclass(frozen=True)
@@ -91,13 +99,11 @@ class KnowledgeTools:
     """search_knowledge_base, read_document and read_surrounding_chunks over one node.
 
     ``scope``, when set, confines every call to that collection (Ask pins the
-    collection the operator chose). ``overlap_limit`` is the chunker's overlap,
-    used to stitch a document back together.
+    collection the operator chose).
     """
 
-    searcher: Searcher
+    knowledge: KnowledgeBase
     scope: str | None = None
-    overlap_limit: int = 150
     _handlers: dict[str, Callable[..., ToolResult]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -135,7 +141,7 @@ class KnowledgeTools:
         """Fused, hydrated hits for ``query`` in one collection, fenced."""
         collection_id = self._collection(collection)
         limit = _clamp(limit, 1, schemas.MAX_SEARCH_LIMIT)
-        response = self.searcher.search(query, collection_id, limit=limit)
+        response = self.knowledge.search(query, collection_id, limit=limit)
         fence = Fence.fresh()
         hits, sources = [], []
         for hit in response.hits:
@@ -159,7 +165,7 @@ class KnowledgeTools:
             if expand_neighbors:
                 entry["neighbors"] = [
                     _neighbour_entry(fence, record)
-                    for record in read_neighbours(hit.chunk_id, hit.collection_id, 1)
+                    for record in self.knowledge.neighbours(hit.chunk_id, hit.collection_id, 1)
                     if record.chunk_id != hit.chunk_id
                 ]
             hits.append(entry)
@@ -183,7 +189,7 @@ class KnowledgeTools:
         """Up to ``max_chars`` of one document, only when its id and collection both match."""
         collection_id = self._collection(collection)
         max_chars = _clamp(max_chars, 1, schemas.MAX_READ_CHARS)
-        document = read_document_text(document_id, collection_id, max_chars, overlap_limit=self.overlap_limit)
+        document = self.knowledge.document_text(document_id, collection_id, max_chars)
         if document is None:
             raise ToolCallRefused("not_found")
         source = Source(
@@ -220,7 +226,7 @@ class KnowledgeTools:
         """The hit ``chunk_id`` and its neighbours, only inside the hit's collection."""
         collection_id = self._collection(collection)
         window = _clamp(window, 1, schemas.MAX_NEIGHBOR_WINDOW)
-        records = read_neighbours(chunk_id, collection_id, window)
+        records = self.knowledge.neighbours(chunk_id, collection_id, window)
         if not records:
             raise ToolCallRefused("not_found")
         fence = Fence.fresh()

@@ -72,7 +72,7 @@ def serve_stdio(node: Node) -> None:
     """Serve the tools over this process's stdin/stdout until the client hangs up."""
     # The SDK's debug and error logs can carry request and result bodies.
     logging.getLogger("mcp").setLevel(logging.CRITICAL)
-    tools = KnowledgeTools(node, overlap_limit=node.config.chunking.overlap_chars)
+    tools = KnowledgeTools(node)
     server = build_server(tools, version=_package_version())
 
     async def run() -> None:

@@ -92,7 +92,7 @@ def test_a_tampered_blob_is_refused_and_the_index_is_kept(run_cli, home, tmp_pat
     blob.write_bytes(bytes(raw))
 
     result = run_cli("reindex", doc["document_id"])
-    assert result.code == 2 and "failed authentication" in result.err
+    assert result.code == 1 and "failed authentication" in result.err
     assert result.err.strip().count("\n") == 0
     after = json.loads(run_cli("show", doc["document_id"], "--json").out)
     assert after["status"] == "Indexed" and after["chunk_count"] == doc["chunk_count"]
@@ -105,7 +105,7 @@ def test_a_truncated_blob_is_refused(run_cli, home, tmp_path):
     blob = home / "blobs" / doc["document_id"]
     blob.write_bytes(blob.read_bytes()[: 32 + 65536 + 16])
     result = run_cli("reindex", "--all")
-    assert result.code == 2 and "failed authentication" in result.err
+    assert result.code == 1 and "failed authentication" in result.err
 
 
 def test_a_wrong_key_stops_every_command_with_one_line(run_cli, home, tmp_path):

@@ -116,7 +116,7 @@ def register(node, tree: GitTree, name: str | None = None) -> str:
 def import_and_index(node, repository_id: str, collection: str = "DEFAULT", *,
                      limits: ScanLimits = DEFAULT_LIMITS, **kwargs) -> ImportReport:
     """What ``kbtui import`` does: the scan, then the pipeline for what it left Pending."""
-    report = import_repository(node.store, repository_id, collection, limits, **kwargs)
+    report = import_repository(node.store, repository_id, collection, limits, purge=node.purge, **kwargs)
     index_pending(node, report.pending_document_ids, quiet=True)
     return report
 

@@ -76,7 +76,7 @@ def test_the_registration_is_checked_again_at_every_import(node, tree):
     shutil.rmtree(tree.root / ".git")  # no longer a working tree
     tree.path("a.md").unlink()
     with pytest.raises(NotAGitTopLevel):
-        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS)
+        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
     assert set(rows()) == {"a.md"}, "a failed validation purges nothing"
     assert repositories.get_repository(node.store, repo_id).last_import_status == "failed"
 
@@ -91,7 +91,7 @@ def test_a_registered_folder_replaced_by_a_symlink_is_refused(node, tree, tmp_pa
     tree.root.rename(tmp_path / "moved")
     tree.root.symlink_to(elsewhere.root)
     with pytest.raises(NotAGitTopLevel):
-        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS)
+        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
     assert rows() == {}
 
 
@@ -244,6 +244,30 @@ def test_renames_and_deletes_are_purged_after_a_completed_scan(node, tree):
     assert "deleted soon" not in chunk_text()
 
 
+def test_a_reimport_that_removes_a_file_leaves_no_label_in_the_vector_index(node, tree):
+    """Through the node's use cases, as every face runs an import: the chunks of a
+    removed file leave the open ANN index at once, not at the next start."""
+    tree.write("doomed.md", "# Doomed\n\ndeleted soon, with words of its own\n")
+    tree.write("kept.md", "# Kept\n\nstays where it is\n")
+    tree.commit()
+    repo_id = node.register_repository(tree.root).id
+    node.index_and_follow(node.import_repository(repo_id, "DEFAULT").pending_document_ids, show_progress=False)
+    doomed = rows()["doomed.md"]
+    doomed_chunks = {c.id for c in Chunk.select(Chunk.id).where(Chunk.document == doomed.id)}
+    assert node.search("deleted soon", "DEFAULT").hits  # the vector arm opened the ANN index
+    index = node.vectors.index_for(doomed.vector_identity, doomed.vector_dim)
+    assert index.ready and doomed_chunks <= index.consistency().index_ids
+
+    tree.git("rm", "-q", "doomed.md")
+    tree.commit("delete")
+    report = node.import_repository(repo_id, "DEFAULT")
+
+    assert report.removed.count == 1
+    consistency = index.consistency()
+    assert consistency.consistent and not doomed_chunks & consistency.index_ids
+    assert {h.document_id for h in node.search("deleted soon", "DEFAULT").hits} == {rows()["kept.md"].id}
+
+
 def test_a_file_that_becomes_ineligible_is_removed(node, tree):
     tree.write("notes.md", "# Notes\n\nsmall now\n")
     tree.commit()
@@ -288,7 +312,7 @@ def test_a_scan_that_fails_part_way_purges_nothing(node, tree):
             raise OSError(28, "No space left on device")
 
     with pytest.raises(ImportFailed) as failure:
-        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, before_open=fail_at_c)
+        import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge, before_open=fail_at_c)
 
     report = failure.value.report
     assert report.status == "failed" and report.removed.count == 0
@@ -358,7 +382,7 @@ def test_import_takes_a_registered_id_never_a_path(node, tree):
     with pytest.raises(NotFound):
         repositories.resolve_repository(node.store, str(tree.root))
     with pytest.raises(NotFound):
-        import_repository(node.store, str(tree.root), "DEFAULT", DEFAULT_LIMITS)
+        import_repository(node.store, str(tree.root), "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
 
 
 def test_two_imports_of_one_repository_never_run_at_once(node, tree):
@@ -367,8 +391,8 @@ def test_two_imports_of_one_repository_never_run_at_once(node, tree):
     repo_id = register(node, tree)
     with _exclusive_import(node.store.home, repo_id):
         with pytest.raises(ImportInProgress):
-            import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS)
-    assert import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS).added.count == 1
+            import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
+    assert import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge).added.count == 1
 
 
 # ---------------------------------------------------------------- collections and ownership
@@ -411,14 +435,14 @@ def test_unregistering_keeps_or_purges_the_documents(node, tree, tmp_path):
     tree.commit()
     repo_id = register(node, tree)
     import_and_index(node, repo_id)
-    assert repositories.unregister_repository(node.store, repo_id, purge_documents=False) == 0
+    assert repositories.unregister_repository(node.store, repo_id) == 0
     assert set(rows()) == {"a.md"}
     # Registered again, the repository adopts its unowned documents instead of duplicating them.
     again = register(node, tree)
     report = import_and_index(node, again)
     assert outcomes(report) == {"a.md": ("unchanged", None)}
     assert repositories.document_count(again) == 1
-    assert repositories.unregister_repository(node.store, again, purge_documents=True) == 1
+    assert repositories.unregister_repository(node.store, again, purge=node.purge) == 1
     assert rows() == {} and node.store.blobs.blob_ids() == set()
 
 
@@ -456,7 +480,7 @@ def test_an_interrupted_indexing_run_is_finished_by_the_next_import(counting_nod
     tree.write("a.md", "# A\n\nalpha\n")
     tree.commit()
     repo_id = register(node, tree)
-    first = import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS)  # scanned, never indexed
+    first = import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge)  # scanned, never indexed
     assert first.pending_document_ids and rows()["a.md"].status == "Pending"
     second = import_and_index(node, repo_id)
     assert second.unchanged.count == 1 and second.pending_document_ids == first.pending_document_ids
@@ -476,7 +500,7 @@ def test_documents_a_running_node_takes_mid_scan_are_still_reported_as_queued(no
         for document in Document.select().where(Document.status == Status.PENDING.value):
             set_status(document.id, Status.EXTRACTING)
 
-    report = import_repository(node.store, register(node, tree), "DEFAULT", DEFAULT_LIMITS,
+    report = import_repository(node.store, register(node, tree), "DEFAULT", DEFAULT_LIMITS, purge=node.purge,
                                on_progress=node_takes_what_is_pending)
     assert report.added.count == 3
     assert Document.select().where(Document.status == Status.PENDING.value).count() == 0

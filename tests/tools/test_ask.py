@@ -31,7 +31,7 @@ def config(node, ollama_server):
 
 
 def ask(question, node, config, **kwargs):
-    return answer_question(question, collection_id="DEFAULT", searcher=node, config=config, **kwargs)
+    return answer_question(question, collection_id="DEFAULT", knowledge=node, config=config, **kwargs)
 
 
 def test_a_question_is_answered_through_a_tool_call_and_cites_the_hit(node, config, ollama_server, add_document):

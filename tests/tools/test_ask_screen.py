@@ -9,7 +9,7 @@ import socket
 from textual.app import App
 from textual.widgets import Button, DataTable, Input, Static
 
-from kbtui.screens.ask import AskScreen
+from kbtui.tui.screens.ask import AskScreen
 from kbtui.tools.ask import answer_question, search_instead
 from tests.tools.scripted_ollama import search_then_cite
 
@@ -27,7 +27,7 @@ class AskHost(App[None]):
 
 def make_screen(node, config) -> AskScreen:
     return AskScreen(
-        lambda question: answer_question(question, collection_id="DEFAULT", searcher=node, config=config),
+        lambda question: answer_question(question, collection_id="DEFAULT", knowledge=node, config=config),
         lambda question: search_instead(node, question, "DEFAULT"),
         collection_id="DEFAULT",
         model_label=config.chat_model,

@@ -8,7 +8,7 @@ import pytest
 
 from kbtui.tools.fencing import CONTENT_TRUST, MARKER_PLACEHOLDER, Fence, count_marker_like_text
 from kbtui.tools.knowledge import KnowledgeTools
-from kbtui.tools.reads import chunk_overlap
+from kbtui.reads import chunk_overlap
 from store.models import Chunk, Document
 
 SECRET_NAME = "payroll-zq81-secret-name.md"
@@ -20,7 +20,7 @@ def fenced(payload: dict, field: str, value: str) -> str:
 
 @pytest.fixture
 def tools(node):
-    return KnowledgeTools(node, overlap_limit=node.config.chunking.overlap_chars)
+    return KnowledgeTools(node)
 
 
 def test_search_results_are_marked_untrusted_and_fenced(tools, add_document):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pykka
 import pytest
 
-from kbtui.app import KbtuiApp, TuiOptions
+from kbtui.tui.app import KbtuiApp, TuiOptions
 from kbtui.config import Config
 from kbtui.extract import format_for
 from kbtui.node import Node

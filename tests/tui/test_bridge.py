@@ -10,8 +10,8 @@ from textual.app import App
 
 from actors.events import AdmissionChanged, DocumentReleased, DocumentStatusChanged
 from actors.listener import publish
-from kbtui.bridge import TuiBridge, message_for
-from kbtui.messages import AdmissionUpdated, DocumentStatusUpdated
+from kbtui.tui.bridge import TuiBridge, message_for
+from kbtui.tui.messages import AdmissionUpdated, DocumentStatusUpdated
 
 
 def progress(document_id: str, value: float, status: str = "Embedding") -> DocumentStatusChanged:

@@ -8,8 +8,8 @@ import subprocess
 from textual.widgets import DataTable, OptionList, Static, Tree
 
 from kbtui.repository.importer import register_repository
-from kbtui.screens.document import DocumentScreen
-from kbtui.screens.repository_import import ImportScreen
+from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.repository_import import ImportScreen
 from store.models import Document
 from tests.tui.conftest import fast_options, make_app, wait_until
 

@@ -7,7 +7,7 @@ import logging
 
 from textual.widgets import DataTable, Static
 
-from kbtui.screens.search import SearchScreen
+from kbtui.tui.screens.search import SearchScreen
 from store import catalog
 from tests.tui.conftest import fast_options, make_app, type_text, wait_until
 

@@ -7,12 +7,12 @@ import asyncio
 
 from textual.widgets import DataTable, Static
 
-from kbtui.screens.add_files import AddFilesScreen
-from kbtui.screens.document import DocumentScreen
-from kbtui.screens.documents import DocumentsScreen
-from kbtui.screens.preview import HitPreviewScreen
-from kbtui.screens.search import SearchScreen
-from kbtui.widgets.path_input import PathInput
+from kbtui.tui.screens.add_files import AddFilesScreen
+from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.documents import DocumentsScreen
+from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.search import SearchScreen
+from kbtui.tui.widgets.path_input import PathInput
 from store.models import Document, StatusHistory
 from store.node_lock import node_running
 from tests.tui.conftest import copy_examples, fast_options, make_app, type_text, wait_until

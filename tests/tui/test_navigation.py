@@ -7,11 +7,11 @@ import asyncio
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Input
 
-from kbtui.screens.collections import CollectionsScreen
-from kbtui.screens.document import DocumentScreen
-from kbtui.screens.documents import DocumentsScreen
-from kbtui.screens.help import HelpScreen
-from kbtui.screens.search import SearchScreen
+from kbtui.tui.screens.collections import CollectionsScreen
+from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.documents import DocumentsScreen
+from kbtui.tui.screens.help import HelpScreen
+from kbtui.tui.screens.search import SearchScreen
 from store.models import Document
 from tests.tui.conftest import add_examples, fast_options, make_app, type_text, wait_until
 
@@ -108,7 +108,7 @@ def test_the_palette_offers_every_action_and_runs_them(tui_node):
             await wait_until(lambda: len(app.documents_screen.rows) == 1)
             assert Document.select().count() == 1
 
-            from kbtui.commands import palette_commands
+            from kbtui.tui.commands import palette_commands
 
             titles = {c.title for c in palette_commands(app)}
             for wanted in ("Search", "Add files", "Reindex all documents", "Import a repository", "Ask a question",

@@ -8,8 +8,8 @@ from textual.widgets import Static
 
 from kbtui.embedding import EmbeddingUnavailable
 from kbtui.retrieval.search import SearchService
-from kbtui.screens.search import SearchScreen
-from kbtui.widgets.hit_list import FUSION_WORDS
+from kbtui.tui.screens.search import SearchScreen
+from kbtui.tui.widgets.hit_list import FUSION_WORDS
 from tests.tui.conftest import fast_options, make_app, type_text, wait_until
 
 

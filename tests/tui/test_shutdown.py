@@ -10,16 +10,13 @@ import asyncio
 
 from textual.widget import Widget
 
-from kbtui.messages import CatalogPolled
-from kbtui.screens.queries import poll_catalog
-from store.db import thread_connection
+from kbtui.tui.messages import CatalogPolled
 from tests.tui.conftest import add_examples, fast_options, make_app, wait_until
 
 
 def test_a_poll_result_during_shutdown_does_not_crash_the_app(tui_node):
     add_examples(tui_node, names=["ssh-hardening.md"])
-    with thread_connection():
-        snapshot = poll_catalog("DEFAULT", tui_node.config.home, read_node_status=False)
+    snapshot = tui_node.snapshot("DEFAULT", with_queue=False)
     app = make_app(tui_node, fast_options(run_node=False))
     delivered_mid_teardown: list[bool] = []
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from kbtui.screens.document import DocumentScreen
-from kbtui.screens.preview import HitPreviewScreen
-from kbtui.screens.search import SearchScreen
+from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.search import SearchScreen
 from tests.tui.conftest import deterministic_options, make_app, wait_until
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]

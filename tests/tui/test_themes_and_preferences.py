@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from kbtui.preferences import Preferences, load_preferences, save_preferences
-from kbtui.theming import ThemeFileInvalid, bundled_theme_dir, load_themes, parse_theme
+from kbtui.tui.preferences import Preferences, load_preferences, save_preferences
+from kbtui.tui.theming import ThemeFileInvalid, bundled_theme_dir, load_themes, parse_theme
 from tests.tui.conftest import fast_options, make_app, wait_until
 
 

@@ -6,10 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.events import AdmissionChanged
-from kbtui.widgets.cells import human_size, short_time, status_cell
-from kbtui.widgets.ingest_header import Throughput, header_text
-from kbtui.widgets.path_input import complete_path
-from kbtui.widgets.snippet import HIGHLIGHT_STYLE, highlighted_snippet, query_terms
+from kbtui.tui.widgets.cells import human_size, short_time, status_cell
+from kbtui.tui.widgets.ingest_header import Throughput, header_text
+from kbtui.tui.widgets.path_input import complete_path
+from kbtui.tui.widgets.snippet import HIGHLIGHT_STYLE, highlighted_snippet, query_terms
 
 
 def highlighted_words(text) -> list[str]:

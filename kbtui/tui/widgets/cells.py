@@ -15,7 +15,7 @@ from kbtui.printable import (
     human_size,  # noqa: F401 - one size format for the CLI and the UI
     printable,
 )
-from store.models import Status
+from kbtui.reads import Status
 
 STATUS_STYLES = {
     Status.PENDING.value: "dim",

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DirectoryTree, Static
 
-from kbtui.widgets.path_input import PathInput
+from kbtui.tui.widgets.path_input import PathInput
 
 HINT = "A file or a directory (every supported file under it). Tab completes, Enter adds, ctrl+t browses."
 

@@ -9,7 +9,8 @@ table is keyed by document id, so a read changes only the cells that differ.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on, work
@@ -20,15 +21,13 @@ from textual.widgets import DataTable, Footer, Static
 from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 
 from actors.events import DocumentStatusChanged
-from kbtui.screens.base import KbtuiScreen
-from kbtui.screens.queries import DocumentRow, load_document_rows
-from kbtui.widgets.cells import human_size, short_time, status_cell
-from kbtui.widgets.ingest_header import IngestHeader
-from store.db import thread_connection
-from store.models import Status
-
-if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
+from kbtui.node import Node
+from kbtui.printable import printable
+from kbtui.reads import DocumentRow, Status
+from kbtui.tui.messages import AddRequested, DeleteRequested, OpenDocument, ReindexRequested
+from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.cells import human_size, short_time, status_cell
+from kbtui.tui.widgets.ingest_header import IngestHeader
 
 FILTERS: tuple[str | None, ...] = (None, *(s.value for s in Status))
 FIXED_COLUMNS = (("status", "Status", 22), ("size", "Size", 9), ("chunks", "Chunks", 6), ("updated", "Upd.", 5))
@@ -45,8 +44,6 @@ def fit(text: str, width: int) -> str:
 
 class DocumentsScreen(KbtuiScreen):
     """Documents with status, stage progress, size, chunks, update time and failure reason."""
-
-    app: KbtuiApp
 
     BINDINGS = [
         Binding("a", "add_files", "Add", id="documents.add", tooltip="Add a file or a directory"),
@@ -71,9 +68,12 @@ class DocumentsScreen(KbtuiScreen):
             self.rows = rows
             self.partial = partial
 
-    def __init__(self) -> None:
+    def __init__(self, node: Node, collection_id: str, *, clock: Callable[[], float]) -> None:
         super().__init__(id="documents-screen")
         self.title = "Documents"
+        self.node = node
+        self.collection_id = collection_id
+        self.clock = clock
         self.status_filter: str | None = None
         self.rows: dict[str, DocumentRow] = {}
         self.counts: dict[str, int] = {}
@@ -119,7 +119,7 @@ class DocumentsScreen(KbtuiScreen):
             self._reload_wanted = True
             return
         self._reload_wanted = False
-        self._load(self.app.collection_id, self.status_filter, None)
+        self._load(self.collection_id, self.status_filter, None)
 
     def catch_up(self, document_count: int) -> None:
         """The poller saw a change: read only what changed while the same documents
@@ -129,18 +129,17 @@ class DocumentsScreen(KbtuiScreen):
         elif any(w.group == "documents-load" and w.is_running for w in self.workers):
             self._reload_wanted = True
         else:
-            self._load(self.app.collection_id, None, max(row.updated_at for row in self.rows.values()))
+            self._load(self.collection_id, None, max(row.updated_at for row in self.rows.values()))
 
     @work(thread=True, exclusive=True, group="documents-load", exit_on_error=False)
     def _load(self, collection_id: str, status_filter: str | None, since: float | None) -> None:
-        with thread_connection():
-            rows = load_document_rows(self.app.names, collection_id, status_filter, updated_since=since)
+        rows = self.node.documents(collection_id, status_filter, updated_since=since)
         self.post_message(self.RowsLoaded(collection_id, status_filter, rows, partial=since is not None))
 
     def on_documents_screen_rows_loaded(self, message: RowsLoaded) -> None:
         if not self.ready:
             return
-        if message.collection_id == self.app.collection_id and message.status_filter == self.status_filter:
+        if message.collection_id == self.collection_id and message.status_filter == self.status_filter:
             if message.partial:
                 self._apply_changes(message.rows)
             else:
@@ -150,7 +149,7 @@ class DocumentsScreen(KbtuiScreen):
 
     def _apply_changes(self, rows: list[DocumentRow]) -> None:
         table = self.query_one("#documents", DataTable)
-        now = self.app.clock()
+        now = self.clock()
         for row in rows:
             old = self.rows.get(row.document_id)
             if old is None:
@@ -166,7 +165,7 @@ class DocumentsScreen(KbtuiScreen):
             # Something was removed or reordered: rebuild, keeping the cursor on its document.
             self._fill(rows)
             return
-        now = self.app.clock()
+        now = self.clock()
         for row in rows:
             old = self.rows.get(row.document_id)
             if old is None:
@@ -180,7 +179,7 @@ class DocumentsScreen(KbtuiScreen):
         table = self.query_one("#documents", DataTable)
         selected = self.selected_document_id()
         table.clear()
-        now = self.app.clock()
+        now = self.clock()
         self.rows = {}
         for row in rows:
             table.add_row(*self._cells(row, now), key=row.document_id)
@@ -197,7 +196,7 @@ class DocumentsScreen(KbtuiScreen):
 
     def _cells(self, row: DocumentRow, now: float) -> tuple[Text, ...]:
         return (
-            Text(fit(row.name, self.name_width)),
+            Text(fit(printable(row.name), self.name_width)),
             status_cell(row.status, row.progress, row.reason),
             Text(human_size(row.size_bytes), justify="right"),
             Text(str(row.chunk_count), justify="right"),
@@ -236,18 +235,14 @@ class DocumentsScreen(KbtuiScreen):
         """Show buffered pipeline events in place. What they cannot show (a new
         document, chunk counts, a row leaving a filtered view) the next poll reads."""
         table = self.query_one("#documents", DataTable)
-        now = self.app.clock()
+        now = self.clock()
         for event in events:
-            if event.collection_id != self.app.collection_id:
+            if event.collection_id != self.collection_id:
                 continue
             old = self.rows.get(event.document_id)
             if old is None or (self.status_filter is not None and event.status != self.status_filter):
                 continue
-            new = DocumentRow(
-                document_id=old.document_id, name=old.name, status=event.status, progress=event.progress,
-                reason=event.reason, size_bytes=old.size_bytes, chunk_count=old.chunk_count,
-                updated_at=old.updated_at, source_path=old.source_path,
-            )
+            new = dataclasses.replace(old, status=event.status, progress=event.progress, reason=event.reason)
             self._update_row(table, old, new, now)
             self.rows[event.document_id] = new
 
@@ -285,27 +280,27 @@ class DocumentsScreen(KbtuiScreen):
     @on(DataTable.RowSelected, "#documents")
     def open_row(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
-            self.app.open_document(event.row_key.value)
+            self.post_message(OpenDocument(event.row_key.value))
 
     def action_add_files(self) -> None:
-        self.app.action_add_files()
+        self.post_message(AddRequested())
 
     def action_delete_selected(self) -> None:
         row = self.selected_row()
         if row is None:
             self.notify("No document selected.", severity="warning")
             return
-        self.app.confirm_delete(row.document_id, row.name)
+        self.post_message(DeleteRequested(row.document_id, printable(row.name)))
 
     def action_reindex_selected(self) -> None:
         row = self.selected_row()
         if row is None:
             self.notify("No document selected.", severity="warning")
             return
-        self.app.reindex_documents([row.document_id])
+        self.post_message(ReindexRequested((row.document_id,)))
 
     def action_reindex_all(self) -> None:
-        self.app.confirm_reindex_all()
+        self.post_message(ReindexRequested(None))
 
     def action_cycle_filter(self) -> None:
         index = FILTERS.index(self.status_filter)
@@ -314,6 +309,11 @@ class DocumentsScreen(KbtuiScreen):
     def action_clear_filter(self) -> None:
         if self.status_filter is not None:
             self.set_filter(None)
+
+    def show_collection(self, collection_id: str) -> None:
+        """Show another collection's documents (the filter stays)."""
+        self.collection_id = collection_id
+        self.set_filter(self.status_filter)
 
     def set_filter(self, status: str | None) -> None:
         """Show only documents of ``status`` (None: all)."""

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -14,17 +12,14 @@ from textual.message import Message
 from textual.widgets import Footer, Static
 
 from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.node import Node
 from kbtui.retrieval.search import Hit
-from kbtui.screens.base import KbtuiScreen
-from kbtui.tools.reads import read_neighbours
-from kbtui.widgets.cells import inert
-from kbtui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
-from kbtui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
+from kbtui.tui.messages import OpenDocument
+from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.cells import inert
+from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
+from kbtui.tui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
 from store.chunks import ChunkRecord
-from store.db import thread_connection
-
-if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
 
 NEIGHBOUR_WINDOW = 1
 
@@ -62,8 +57,6 @@ def chunk_caption(record: ChunkRecord, is_hit: bool) -> str:
 class HitPreviewScreen(KbtuiScreen):
     """The hit's chunk between its neighbours; ``o`` opens the whole document's detail."""
 
-    app: KbtuiApp
-
     BINDINGS = [
         Binding("escape", "back", "Back", id="preview.back"),
         Binding("o", "open_document", "Document", id="preview.document"),
@@ -81,9 +74,10 @@ class HitPreviewScreen(KbtuiScreen):
             super().__init__()
             self.records = records
 
-    def __init__(self, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
+    def __init__(self, node: Node, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
         super().__init__()
         self.title = "Preview"
+        self.node = node
         self.hit = hit
         self.search_query = query
         self.fallback_name = fallback_name
@@ -104,8 +98,7 @@ class HitPreviewScreen(KbtuiScreen):
 
     @work(thread=True, exclusive=True, group="preview", exit_on_error=False)
     def _load(self, chunk_id: str, collection_id: str) -> None:
-        with thread_connection():
-            records = read_neighbours(chunk_id, collection_id, NEIGHBOUR_WINDOW)
+        records = self.node.neighbours(chunk_id, collection_id, NEIGHBOUR_WINDOW)
         self.post_message(self.NeighboursLoaded(records))
 
     async def on_hit_preview_screen_neighbours_loaded(self, message: NeighboursLoaded) -> None:
@@ -128,7 +121,4 @@ class HitPreviewScreen(KbtuiScreen):
         container.focus()
 
     def action_open_document(self) -> None:
-        self.app.open_document(self.hit.document_id)
-
-    def action_back(self) -> None:
-        self.app.go_back()
+        self.post_message(OpenDocument(self.hit.document_id))

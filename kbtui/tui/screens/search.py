@@ -18,30 +18,19 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
-from kbtui.messages import SearchFinished
-from kbtui.retrieval.search import Hit, SearchResponse
-from kbtui.screens.base import KbtuiScreen
-from kbtui.widgets.hit_list import HitList, degradation_text
-from store.db import thread_connection
-from store.models import Document
+from kbtui.node import Node
+from kbtui.printable import printable
+from kbtui.retrieval.search import SearchResponse
+from kbtui.tui.messages import OpenHit, SearchFinished
+from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.hit_list import HitList, degradation_text
 
 if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
-
-
-def display_names_for(app: KbtuiApp, hits: list[Hit]) -> dict[str, str]:
-    """The operator's file names for uploaded documents (no source path) among the hits (worker thread)."""
-    wanted = sorted({h.document_id for h in hits if not h.source_path})
-    if not wanted:
-        return {}
-    rows = Document.select(Document.id, Document.display_name).where(Document.id.in_(wanted)).tuples()
-    return {doc_id: app.names.name(doc_id, sealed) for doc_id, sealed in rows}
+    from kbtui.tui.app import TuiOptions
 
 
 class SearchScreen(KbtuiScreen):
     """Type-ahead hybrid search over the active collection."""
-
-    app: KbtuiApp
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="search.back"),
@@ -58,9 +47,12 @@ class SearchScreen(KbtuiScreen):
     SearchScreen #search-results { height: 1fr; border: none; }
     """
 
-    def __init__(self) -> None:
+    def __init__(self, node: Node, collection_id: str, options: TuiOptions) -> None:
         super().__init__(id="search-screen")
         self.title = "Search"
+        self.node = node
+        self.collection_id = collection_id
+        self.options = options
         self.generation = 0
         self.explain = False
         self.query_text = ""
@@ -77,7 +69,7 @@ class SearchScreen(KbtuiScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#search-input", Input).cursor_blink = self.app.options.cursor_blink
+        self.query_one("#search-input", Input).cursor_blink = self.options.cursor_blink
         self._show_heading()
         self._set_status("Type to search. Down moves to the results, Enter opens one.")
 
@@ -90,7 +82,7 @@ class SearchScreen(KbtuiScreen):
     def _show_heading(self) -> None:
         explain = "on" if self.explain else "off"
         self.query_one("#search-heading", Static).update(
-            Text.assemble(("Search ", "bold"), self.app.collection_id, f"  ·  explain {explain} (ctrl+r)")
+            Text.assemble(("Search ", "bold"), self.collection_id, f"  ·  explain {explain} (ctrl+r)")
         )
 
     # ------------------------------------------------------------ typing
@@ -101,7 +93,7 @@ class SearchScreen(KbtuiScreen):
         self.generation += 1
         if self._debounce is not None:
             self._debounce.stop()
-        self._debounce = self.set_timer(self.app.options.search_debounce_s, self._search_now)
+        self._debounce = self.set_timer(self.options.search_debounce_s, self._search_now)
 
     @on(Input.Submitted, "#search-input")
     def submitted(self) -> None:
@@ -112,11 +104,13 @@ class SearchScreen(KbtuiScreen):
         if results.option_count:
             results.focus()
 
-    def rerun(self) -> None:
-        """Search again (the collection changed)."""
-        self.generation += 1
-        self._show_heading()
-        self._search_now()
+    def show_collection(self, collection_id: str) -> None:
+        """Search another collection (again, if a query is typed)."""
+        self.collection_id = collection_id
+        if self.is_mounted:
+            self.generation += 1
+            self._show_heading()
+            self._search_now()
 
     def _search_now(self) -> None:
         query = self.query_text.strip()
@@ -126,13 +120,16 @@ class SearchScreen(KbtuiScreen):
             self._set_status("Type to search.")
             return
         self._set_status("Searching…")
-        self._search(self.generation, query, self.app.collection_id)
+        self._search(self.generation, query, self.collection_id)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, generation: int, query: str, collection_id: str) -> None:
-        with thread_connection():
-            response = self.app.node.search(query, collection_id, limit=self.app.node.config.search_limit)
-            self.names = {**self.names, **display_names_for(self.app, response.hits)}
+        response = self.node.search(query, collection_id)
+        # The operator's own file names, for uploaded documents (no source path) among the hits.
+        unnamed = [h.document_id for h in response.hits if not h.source_path and h.document_id not in self.names]
+        if unnamed:
+            named = self.node.display_names(unnamed)
+            self.names = {**self.names, **{d: printable(name) for d, name in named.items()}}
         self.post_message(SearchFinished(generation, query, collection_id, response))
 
     def on_search_finished(self, message: SearchFinished) -> None:
@@ -153,13 +150,13 @@ class SearchScreen(KbtuiScreen):
             fusion=response.explain.fusion if response.explain is not None else None,
         )
         count = len(response.hits)
-        summary = f"{count} hit{'s' if count != 1 else ''} in {self.app.collection_id}"
-        if self.app.options.show_timings:
+        summary = f"{count} hit{'s' if count != 1 else ''} in {self.collection_id}"
+        if self.options.show_timings:
             summary += f" · {response.elapsed_ms:.0f} ms"
         if response.degraded:
             self._set_status(f"{degradation_text(response.degraded)} {summary}", degraded=True)
         elif count == 0:
-            self._set_status(f"No matches in {self.app.collection_id}.")
+            self._set_status(f"No matches in {self.collection_id}.")
         else:
             self._set_status(summary)
 
@@ -176,7 +173,7 @@ class SearchScreen(KbtuiScreen):
             return
         hit = self.response.hits[int(event.option.id)]
         fusion = self.response.explain.fusion if self.response.explain is not None else None
-        self.app.open_hit(hit, self.query_text, self.names.get(hit.document_id), fusion)
+        self.post_message(OpenHit(hit, self.query_text, self.names.get(hit.document_id), fusion))
 
     def action_focus_results(self) -> None:
         results = self.query_one(HitList)
@@ -195,6 +192,3 @@ class SearchScreen(KbtuiScreen):
             # The type only: an exception's message may quote the query.
             self._set_status(f"Search failed ({type(event.worker.error).__name__}).", degraded=True)
         super().on_worker_state_changed(event)
-
-    def action_back(self) -> None:
-        self.app.go_back()

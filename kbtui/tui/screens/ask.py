@@ -22,7 +22,6 @@ from textual.worker import Worker, WorkerState
 from kbtui.node import Node
 from kbtui.retrieval.search import SearchResponse
 from kbtui.tools.ask import AskOutcome, answer_question, search_instead
-from store.db import thread_connection
 
 
 class AskScreen(Screen[None]):
@@ -79,7 +78,7 @@ class AskScreen(Screen[None]):
         config = node.config
         return cls(
             lambda question: answer_question(
-                question, collection_id=collection_id, searcher=node, config=config, model=model
+                question, collection_id=collection_id, knowledge=node, config=config, model=model
             ),
             lambda question: search_instead(node, question, collection_id, limit=config.search_limit),
             collection_id=collection_id,
@@ -118,9 +117,7 @@ class AskScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ask")
     def _run_ask(self, question: str) -> None:
-        with thread_connection():
-            outcome = self._ask(question)
-        self.post_message(self.Answered(outcome))
+        self.post_message(self.Answered(self._ask(question)))
 
     def on_ask_screen_answered(self, message: Answered) -> None:
         outcome = message.outcome
@@ -154,9 +151,7 @@ class AskScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="ask-search")
     def _run_search(self, question: str) -> None:
-        with thread_connection():
-            response = self._search(question)
-        self.post_message(self.Searched(response))
+        self.post_message(self.Searched(self._search(question)))
 
     def on_ask_screen_searched(self, message: Searched) -> None:
         response = message.response

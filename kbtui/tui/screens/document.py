@@ -3,8 +3,6 @@ status history, the sections tree and the chunk list; reindex or delete."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -13,34 +11,34 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
 
 from kbtui.chunking import HEADING_SEPARATOR
-from kbtui.screens.base import KbtuiScreen
-from kbtui.screens.queries import DocumentDetail, load_document_detail
-from kbtui.widgets.cells import full_time, human_size, status_cell
-from store.db import thread_connection
-
-if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
+from kbtui.node import Node
+from kbtui.printable import printable
+from kbtui.reads import DocumentDetail
+from kbtui.tui.messages import DeleteRequested, ReindexRequested
+from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.cells import full_time, human_size, status_cell
 
 
 def metadata_text(detail: DocumentDetail) -> Text:
     """The key facts, two to a line so they fit 80 columns."""
-    status = status_cell(detail.status, detail.progress, detail.reason)
+    row = detail.row
+    status = status_cell(row.status, row.progress, row.reason)
     text = Text()
     text.append("name      ", style="dim")
-    text.append(detail.name + "\n", style="bold")
+    text.append(printable(row.name) + "\n", style="bold")
     text.append("id        ", style="dim")
-    text.append(f"{detail.document_id}  ({detail.collection_id})\n")
+    text.append(f"{row.document_id}  ({row.collection_id})\n")
     text.append("status    ", style="dim")
     text.append_text(status)
-    text.append(f"   {detail.chunk_count} chunks · {len(detail.sections)} sections · {human_size(detail.size_bytes)} {detail.format}\n")
-    if detail.source_path:
+    text.append(f"   {row.chunk_count} chunks · {len(detail.sections)} sections · {human_size(row.size_bytes)} {row.format}\n")
+    if row.source_path:
         text.append("source    ", style="dim")
-        text.append(detail.source_path + "\n")
+        text.append(printable(row.source_path) + "\n")
     text.append("times     ", style="dim")
-    text.append(f"added {full_time(detail.created_at)} · indexed {full_time(detail.indexed_at)}\n")
+    text.append(f"added {full_time(row.created_at)} · indexed {full_time(row.indexed_at)}\n")
     text.append("index     ", style="dim")
     versions = f"parser v{detail.parser_version} · chunker v{detail.chunker_version}" if detail.parser_version else "not indexed yet"
-    identity = f" · {detail.vector_identity} ({detail.vector_dim} dims)" if detail.vector_identity else ""
+    identity = f" · {row.vector_identity} ({detail.vector_dim} dims)" if row.vector_identity else ""
     text.append(versions + identity)
     return text
 
@@ -48,7 +46,7 @@ def metadata_text(detail: DocumentDetail) -> Text:
 def build_section_tree(tree: Tree, detail: DocumentDetail) -> None:
     """Nest sections by heading level under the tree's root."""
     tree.clear()
-    tree.root.label = Text(detail.name)
+    tree.root.label = Text(printable(detail.name))
     stack: list[tuple[int, object]] = [(0, tree.root)]
     for section in detail.sections:
         leaf = section.heading_path.split(HEADING_SEPARATOR)[-1] if section.heading_path else "(untitled)"
@@ -74,8 +72,6 @@ def _leaves_do_not_expand(node) -> None:  # noqa: ANN001 - a TreeNode
 class DocumentScreen(KbtuiScreen):
     """Everything about one document."""
 
-    app: KbtuiApp
-
     BINDINGS = [
         Binding("escape", "back", "Back", id="document.back"),
         Binding("r", "reindex", "Reindex", id="document.reindex"),
@@ -97,9 +93,10 @@ class DocumentScreen(KbtuiScreen):
             super().__init__()
             self.detail = detail
 
-    def __init__(self, document_id: str) -> None:
+    def __init__(self, node: Node, document_id: str) -> None:
         super().__init__()
         self.title = "Document"
+        self.node = node
         self.document_id = document_id
         self.detail: DocumentDetail | None = None
 
@@ -122,9 +119,7 @@ class DocumentScreen(KbtuiScreen):
 
     @work(thread=True, exclusive=True, group="document-load", exit_on_error=False)
     def _load(self, document_id: str) -> None:
-        with thread_connection():
-            detail = load_document_detail(self.app.names, document_id)
-        self.post_message(self.Loaded(detail))
+        self.post_message(self.Loaded(self.node.detail(document_id)))
 
     def on_document_screen_loaded(self, message: Loaded) -> None:
         detail = message.detail
@@ -157,11 +152,8 @@ class DocumentScreen(KbtuiScreen):
         focusable.focus()
 
     def action_reindex(self) -> None:
-        self.app.reindex_documents([self.document_id])
+        self.post_message(ReindexRequested((self.document_id,)))
 
     def action_delete(self) -> None:
-        name = self.detail.name if self.detail else self.document_id[:12]
-        self.app.confirm_delete(self.document_id, name, leave_screen=self)
-
-    def action_back(self) -> None:
-        self.app.go_back()
+        name = printable(self.detail.name) if self.detail else self.document_id[:12]
+        self.post_message(DeleteRequested(self.document_id, name, leaving=self))

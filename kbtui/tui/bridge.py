@@ -4,7 +4,7 @@ Textual messages.
 Its handlers only hand off: ``post`` is ``App.post_message``, which is
 thread-safe and never blocks, so the actor never waits on the UI (no
 ``call_from_thread``, no future awaited) and a flood of progress collapses in
-the app's queue (see :mod:`kbtui.messages`). The translation is a plain
+the app's queue (see :mod:`kbtui.tui.messages`). The translation is a plain
 function, :func:`message_for`, tested on its own.
 """
 
@@ -16,7 +16,7 @@ from textual.message import Message
 
 from actors.events import AdmissionChanged, DocumentStatusChanged, Event
 from actors.listener import EventListener
-from kbtui.messages import AdmissionUpdated, DocumentStatusUpdated
+from kbtui.tui.messages import AdmissionUpdated, DocumentStatusUpdated
 
 Post = Callable[[Message], object]
 

@@ -36,7 +36,7 @@ class ThemeProblem:
 
 def bundled_theme_dir() -> Path:
     """``themes/`` beside the packages (the project's layout)."""
-    return Path(__file__).resolve().parent.parent / "themes"
+    return Path(__file__).resolve().parents[2] / "themes"
 
 
 def theme_dirs(home: Path) -> list[Path]:

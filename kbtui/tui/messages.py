@@ -15,10 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
+from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
+from kbtui.reads import CatalogSnapshot
 from kbtui.repository.importer import ImportReport
-from kbtui.retrieval.search import SearchResponse
+from kbtui.retrieval.search import Hit, SearchResponse
 
 
 @dataclass
@@ -64,26 +66,13 @@ class CatalogPolled(Message):
         return isinstance(message, CatalogPolled)
 
 
-@dataclass(frozen=True)
-class CatalogSnapshot:
-    """What the poller saw: a change stamp for the active collection, its
-    status counts, the running node's queue (client mode), the collections,
-    and whether some process holds the node lock."""
-
-    collection_id: str
-    stamp: tuple[int, float]
-    status_counts: tuple[tuple[str, int], ...]
-    queue: AdmissionChanged | None  # from the pipeline, or published by another node
-    collections: tuple[str, ...]
-    node_running: bool
-
-
 @dataclass
 class DocumentsChanged(Message):
-    """Documents were added, deleted or queued again by this UI."""
+    """Documents were added, deleted, imported or queued again by this UI
+    (``summary``: what to tell the operator, if anything)."""
 
     collection_id: str
-    summary: str
+    summary: str = ""
 
 
 @dataclass
@@ -113,3 +102,53 @@ class ImportFinished(Message):
 
     report: ImportReport | None
     problem: str | None = None
+
+
+# ---------------------------------------------------------------- requests from screens
+# Screens answer with these (they bubble to the app, which owns navigation and
+# the node) rather than calling methods of the app.
+
+
+@dataclass
+class OpenDocument(Message):
+    """Show one document's detail."""
+
+    document_id: str
+
+
+@dataclass
+class OpenHit(Message):
+    """Show a search hit in context."""
+
+    hit: Hit
+    query: str
+    fallback_name: str | None
+    fusion: str | None
+
+
+@dataclass
+class AddRequested(Message):
+    """Ask for a path to add to the active collection."""
+
+
+@dataclass
+class DeleteRequested(Message):
+    """Delete a document after a confirmation; ``leaving`` is the screen to leave once it is gone."""
+
+    document_id: str
+    name: str
+    leaving: object | None = None
+
+
+@dataclass
+class ReindexRequested(Message):
+    """Queue documents again (None: the whole active collection, after a confirmation)."""
+
+    document_ids: tuple[str, ...] | None
+
+
+@dataclass
+class WorkFailed(Message):
+    """A screen's worker failed; the app's one handler reports it."""
+
+    worker: Worker

@@ -5,6 +5,10 @@ pipeline in this process, its events arriving through :class:`TuiBridge`)
 when no node runs for the data directory, otherwise as a client that polls
 the database and adds documents as Pending rows for the running node.
 
+Screens are given what they show and answer with messages (``messages.py``)
+or ``dismiss``; the app keeps navigation and the node's lifecycle, and does
+its catalog work through the node's use cases.
+
 Nothing blocks the UI loop: database, search, file and pipeline work runs in
 thread workers (``exit_on_error=False``) that report back by message, and
 one handler, :meth:`KbtuiApp.on_worker_state_changed`, turns their failures
@@ -31,41 +35,41 @@ from textual.worker import Worker, WorkerState
 
 from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
-from kbtui.bridge import TuiBridge
-from kbtui.collect import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
-from kbtui.commands import KbtuiCommands
 from kbtui.config import Config
 from kbtui.errors import KbtuiError
-from kbtui.extract import format_for
 from kbtui.logs import configure_logging
-from kbtui.messages import (
+from kbtui.node import Node
+from kbtui.printable import printable
+from kbtui.reads import Status
+from kbtui.tui.bridge import TuiBridge
+from kbtui.tui.commands import KbtuiCommands
+from kbtui.tui.messages import (
+    AddRequested,
     AdmissionUpdated,
     CatalogPolled,
+    DeleteRequested,
     DocumentsChanged,
     DocumentStatusUpdated,
     NodeModeDecided,
+    OpenDocument,
+    OpenHit,
+    ReindexRequested,
+    WorkFailed,
 )
-from kbtui.node import Node
-from kbtui.preferences import Preferences, load_preferences, save_preferences
-from kbtui.retrieval.search import Hit
-from kbtui.screens.add_files import AddFilesScreen
-from kbtui.screens.ask import AskScreen
-from kbtui.screens.collections import CollectionsScreen
-from kbtui.screens.confirm import ConfirmScreen
-from kbtui.screens.document import DocumentScreen
-from kbtui.screens.documents import DocumentsScreen
-from kbtui.screens.help import HelpScreen
-from kbtui.screens.preview import HitPreviewScreen
-from kbtui.screens.queries import NameCache, poll_catalog
-from kbtui.screens.repository_import import ImportScreen
-from kbtui.screens.search import SearchScreen
-from kbtui.theming import DEFAULT_THEME, load_themes, theme_dirs
-from kbtui.widgets.ingest_header import IngestHeader, Throughput
-from store import catalog
-from store.db import thread_connection
-from store.models import Document, Status
-from store.node_lock import node_running
+from kbtui.tui.preferences import Preferences, load_preferences, save_preferences
+from kbtui.tui.screens.add_files import AddFilesScreen
+from kbtui.tui.screens.ask import AskScreen
+from kbtui.tui.screens.collections import CollectionsScreen
+from kbtui.tui.screens.confirm import ConfirmScreen
+from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.documents import DocumentsScreen
+from kbtui.tui.screens.help import HelpScreen
+from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.repository_import import ImportScreen
+from kbtui.tui.screens.search import SearchScreen
+from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
+from kbtui.tui.widgets.ingest_header import IngestHeader, Throughput
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,6 @@ class KbtuiApp(App[int]):
         self.node = node
         self.options = options or TuiOptions()
         self.clock = self.options.clock
-        self.names = NameCache(node.store)
         self.preferences = load_preferences(node.config.home) if self.options.remember_preferences else Preferences()
         self.collection_id = self.preferences.collection_id or DEFAULT_COLLECTION
         self.known_collections: tuple[str, ...] = ()
@@ -125,7 +128,7 @@ class KbtuiApp(App[int]):
         self._live: dict[str, DocumentStatusChanged] = {}
         self._stopping = False
         self._header_stale = False
-        self.documents_screen = DocumentsScreen()
+        self.documents_screen = DocumentsScreen(node, self.collection_id, clock=self.clock)
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
         for theme in themes:
             self.register_theme(theme)
@@ -141,7 +144,7 @@ class KbtuiApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         for problem in self.theme_problems:
             self.notify(f"Theme file {problem.file_name} skipped: {problem.reason}", severity="warning", timeout=10)
-        self.install_screen(SearchScreen(), name=SEARCH_SCREEN)
+        self.install_screen(SearchScreen(self.node, self.collection_id, self.options), name=SEARCH_SCREEN)
         self._show_header()
         self.set_interval(self.options.poll_interval_s, self._poll_tick)
         self.set_interval(self.options.flush_interval_s, self._flush_live)
@@ -156,8 +159,7 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, exclusive=True, group="node", exit_on_error=False)
     def _start_node(self) -> None:
-        home = self.node.config.home
-        if node_running(home):
+        if self.node.pipeline_running():
             self.post_message(NodeModeDecided("client"))
             return
         if not self.options.run_node:
@@ -166,8 +168,7 @@ class KbtuiApp(App[int]):
         bridge = TuiBridge.start(self.post_message)
         runtime = self.node.pipeline(listeners=[bridge])
         try:
-            with thread_connection():
-                runtime.start()
+            runtime.start()
         except NodeAlreadyRunning:
             bridge.stop()
             self.post_message(NodeModeDecided("client"))
@@ -242,9 +243,7 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="poll", exit_on_error=False)
     def _poll(self, collection_id: str, mode: str) -> None:
-        with thread_connection():
-            snapshot = poll_catalog(collection_id, self.node.config.home, read_node_status=mode == "client")
-        self.post_message(CatalogPolled(snapshot))
+        self.post_message(CatalogPolled(self.node.snapshot(collection_id, with_queue=mode == "client")))
 
     def on_catalog_polled(self, message: CatalogPolled) -> None:
         snapshot = message.snapshot
@@ -288,11 +287,6 @@ class KbtuiApp(App[int]):
             return False
         return True
 
-    def go_back(self) -> None:
-        """Esc: leave the current screen for the one below."""
-        if len(self.screen_stack) > 1:
-            self.pop_screen()
-
     def _raise_or_push(self, screen: str | Screen) -> None:
         target = self.get_screen(screen) if isinstance(screen, str) else screen
         if target in self.screen_stack:
@@ -325,22 +319,25 @@ class KbtuiApp(App[int]):
 
     def action_import_repository(self) -> None:
         if not isinstance(self.screen, ImportScreen):
-            self.push_screen(ImportScreen())
+            self.push_screen(ImportScreen(self.node, self.collection_id, self.mode))
 
     def open_document(self, document_id: str) -> None:
-        self.push_screen(DocumentScreen(document_id))
+        self.push_screen(DocumentScreen(self.node, document_id))
 
-    def open_hit(self, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
-        self.push_screen(HitPreviewScreen(hit, query, fallback_name, fusion))
+    def on_open_document(self, message: OpenDocument) -> None:
+        self.open_document(message.document_id)
+
+    def on_open_hit(self, message: OpenHit) -> None:
+        self.push_screen(HitPreviewScreen(self.node, message.hit, message.query, message.fallback_name, message.fusion))
 
     def focused_document(self) -> tuple[str, str] | None:
         """(id, name) of the document the operator is looking at, if any."""
         for screen in reversed(self.screen_stack):
             if isinstance(screen, DocumentScreen) and screen.detail is not None:
-                return screen.document_id, screen.detail.name
+                return screen.document_id, printable(screen.detail.name)
             if isinstance(screen, DocumentsScreen):
                 row = screen.selected_row()
-                return (row.document_id, row.name) if row else None
+                return (row.document_id, printable(row.name)) if row else None
         return None
 
     def filter_documents(self, status: str | None) -> None:
@@ -361,11 +358,11 @@ class KbtuiApp(App[int]):
         self.collection_id = collection_id
         self.last_stamp = None
         self._live.clear()
-        self.documents_screen.set_filter(self.documents_screen.status_filter)
+        self.documents_screen.show_collection(collection_id)
         self.documents_screen.show_counts({})
         search = self.get_screen(SEARCH_SCREEN)
-        if isinstance(search, SearchScreen) and search.is_mounted:
-            search.rerun()
+        if isinstance(search, SearchScreen):
+            search.show_collection(collection_id)
         self._show_header()
         self._poll_tick()
         self._save_preferences(Preferences(theme=self.theme, collection_id=collection_id))
@@ -391,35 +388,30 @@ class KbtuiApp(App[int]):
 
         self.push_screen(AddFilesScreen(), chosen)
 
+    def on_add_requested(self, message: AddRequested) -> None:
+        self.action_add_files()
+
     @work(thread=True, group="catalog", exit_on_error=False)
     def add_path(self, raw: str, collection_id: str) -> None:
         """Add a file (or every supported file under a directory) as Pending documents."""
-        files = collect_files([os.path.expanduser(raw)])
-        created = present = refused = 0
-        with thread_connection():
-            for path in files:
-                try:
-                    outcome = catalog.add_document(
-                        self.node.store, collection_id, path, display_name=path.name,
-                        fmt=format_for(path.name) or "text", max_bytes=self.node.config.max_document_bytes,
-                    )
-                except KbtuiError:
-                    refused += 1
-                    continue
-                created += outcome.created
-                present += not outcome.created
+        report = self.node.add_paths([os.path.expanduser(raw)], collection_id)
         self._sweep_now()
-        summary = f"{created} added, {present} already present" + (f", {refused} too large" if refused else "")
+        summary = f"{report.created} added, {len(report.added) - report.created} already present"
+        if report.refused:
+            summary += f", {len(report.refused)} refused"
         self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
 
-    def confirm_delete(self, document_id: str, name: str, *, leave_screen: Screen | None = None) -> None:
+    def on_delete_requested(self, message: DeleteRequested) -> None:
+        self.confirm_delete(message.document_id, message.name, leave_screen=message.leaving)
+
+    def confirm_delete(self, document_id: str, name: str, *, leave_screen: object | None = None) -> None:
         """Ask, then delete the document: rows, index entries and encrypted source."""
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._delete([document_id], self.collection_id)
                 if leave_screen is not None and self.screen is leave_screen:
-                    self.go_back()
+                    self.pop_screen()
 
         self.push_screen(
             ConfirmScreen(f"Delete “{name}”?\nIts chunks, vectors and encrypted source are removed for good.",
@@ -429,9 +421,14 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="catalog", exit_on_error=False)
     def _delete(self, document_ids: list[str], collection_id: str) -> None:
-        with thread_connection():
-            removed = sum(self.node.purge(document_id) for document_id in document_ids)
+        removed = self.node.remove(document_ids)
         self.post_message(DocumentsChanged(collection_id, f"{removed} document(s) deleted"))
+
+    def on_reindex_requested(self, message: ReindexRequested) -> None:
+        if message.document_ids is None:
+            self.confirm_reindex_all()
+        else:
+            self.reindex_documents(list(message.document_ids))
 
     def confirm_reindex_all(self) -> None:
         def answered(yes: bool | None) -> None:
@@ -451,22 +448,11 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="catalog", exit_on_error=False)
     def _reindex(self, document_ids: list[str] | None, collection_id: str) -> None:
-        with thread_connection():
-            if document_ids is None:
-                document_ids = [
-                    d.id for d in Document.select(Document.id).where(Document.collection == collection_id)
-                ]
-            sound, damaged = [], 0
-            for document_id in document_ids:
-                # A damaged source would only fail again: leave its index alone.
-                try:
-                    self.node.store.blobs.verify(document_id)
-                    sound.append(document_id)
-                except KbtuiError:
-                    damaged += 1
-            catalog.mark_pending(sound)
+        report = self.node.reindex(document_ids, collection_id=collection_id)
         self._sweep_now()
-        summary = f"{len(sound)} queued for re-indexing" + (f", {damaged} skipped (damaged source)" if damaged else "")
+        summary = f"{len(report.queued)} queued for re-indexing"
+        if report.damaged:
+            summary += f", {len(report.damaged)} skipped (damaged source)"
         self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
 
     def _sweep_now(self) -> None:
@@ -484,7 +470,8 @@ class KbtuiApp(App[int]):
         return ""
 
     def on_documents_changed(self, message: DocumentsChanged) -> None:
-        self.notify(message.summary)
+        if message.summary:
+            self.notify(message.summary)
         if not self.documents_screen.ready:
             return
         self.documents_changed(message.collection_id)
@@ -498,20 +485,24 @@ class KbtuiApp(App[int]):
     # ------------------------------------------------------------ failures
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.report_worker_state(event)
+        if event.state == WorkerState.ERROR:
+            self.report_failure(event.worker)
 
-    def report_worker_state(self, event: Worker.StateChanged) -> None:
+    def on_work_failed(self, message: WorkFailed) -> None:
+        self.report_failure(message.worker)
+
+    def report_failure(self, worker: Worker) -> None:
         """The one error handler: a failed worker (the app's or a screen's) becomes a notification."""
-        if event.state != WorkerState.ERROR or event.worker.group in SELF_REPORTING_GROUPS:
+        if worker.group in SELF_REPORTING_GROUPS:
             return
-        error = event.worker.error
+        error = worker.error
         # Logs and notifications name the error type only (messages can carry text),
         # except our own errors, whose messages are content-free by contract.
-        log.warning("%s work failed: %s", event.worker.group, type(error).__name__)
+        log.warning("%s work failed: %s", worker.group, type(error).__name__)
         if isinstance(error, KbtuiError):
             self.notify(error.message, title="Failed", severity="error", timeout=10)
         else:
-            self.notify(f"{event.worker.group} failed ({type(error).__name__})", severity="error", timeout=10)
+            self.notify(f"{worker.group} failed ({type(error).__name__})", severity="error", timeout=10)
 
 
 def run_app(config: Config) -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from textual.screen import Screen
-from textual.worker import Worker
+from textual.worker import Worker, WorkerState
+
+from kbtui.tui.messages import WorkFailed
 
 
 class KbtuiScreen(Screen[None]):
@@ -11,4 +13,9 @@ class KbtuiScreen(Screen[None]):
     (worker state changes do not bubble on their own)."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.app.report_worker_state(event)  # type: ignore[attr-defined]
+        if event.state == WorkerState.ERROR:
+            self.post_message(WorkFailed(event.worker))
+
+    def action_back(self) -> None:
+        """Esc: back to the screen below."""
+        self.dismiss()

@@ -8,8 +8,6 @@ documents it leaves Pending are indexed by the node like any other.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -22,18 +20,12 @@ from textual.worker import Worker, WorkerState
 
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection, KbtuiError
-from kbtui.messages import ImportFinished, ImportProgressed
+from kbtui.node import Node, RepositoryRow
 from kbtui.printable import printable
-from kbtui.repository.importer import ImportFailed, ImportReport, import_repository
-from kbtui.repository.scan import ScanLimits
-from kbtui.screens.base import KbtuiScreen
-from kbtui.widgets.cells import full_time, human_size
-from store import repositories
-from store.db import thread_connection
-from store.repositories import RegisteredRepository
-
-if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
+from kbtui.repository.importer import ImportFailed, ImportReport
+from kbtui.tui.messages import DocumentsChanged, ImportFinished, ImportProgressed
+from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.cells import full_time, human_size
 
 NO_REPOSITORIES = "No repositories are registered. Register one with `kbtui repo add PATH`, then come back."
 
@@ -72,8 +64,6 @@ def report_summary(report: ImportReport, mode: str) -> Text:
 class ImportScreen(KbtuiScreen):
     """Pick a registered repository and a collection; watch the scan."""
 
-    app: KbtuiApp
-
     BINDINGS = [Binding("escape", "back", "Back", id="import.back")]
 
     DEFAULT_CSS = """
@@ -87,14 +77,17 @@ class ImportScreen(KbtuiScreen):
     """
 
     class RepositoriesLoaded(Message):
-        def __init__(self, registered: list[RegisteredRepository]) -> None:
+        def __init__(self, registered: list[RepositoryRow]) -> None:
             super().__init__()
             self.registered = registered
 
-    def __init__(self) -> None:
+    def __init__(self, node: Node, collection_id: str, mode: str) -> None:
         super().__init__()
         self.title = "Import"
-        self.registered: list[RegisteredRepository] = []
+        self.node = node
+        self.collection_id = collection_id
+        self.mode = mode
+        self.registered: list[RepositoryRow] = []
         self.running = False
         self.report: ImportReport | None = None
 
@@ -102,7 +95,7 @@ class ImportScreen(KbtuiScreen):
         yield Static(Text.assemble(("Import a repository", "bold"), "  ·  Enter on a repository starts it"), id="import-heading")
         yield OptionList(id="import-repositories")
         yield Static(Text("Collection (Tab to edit):"), id="import-collection-row")
-        yield Input(self.app.collection_id, id="import-collection", compact=True)
+        yield Input(self.collection_id, id="import-collection", compact=True)
         yield ProgressBar(id="import-progress", show_eta=False)
         yield Static(id="import-summary")
         yield Static(id="import-report")
@@ -115,9 +108,7 @@ class ImportScreen(KbtuiScreen):
 
     @work(thread=True, exclusive=True, group="import-list", exit_on_error=False)
     def _load_repositories(self) -> None:
-        with thread_connection():
-            registered = repositories.list_repositories(self.app.node.store)
-        self.post_message(self.RepositoriesLoaded(registered))
+        self.post_message(self.RepositoriesLoaded(self.node.repositories()))
 
     def on_import_screen_repositories_loaded(self, message: RepositoriesLoaded) -> None:
         self.registered = message.registered
@@ -126,7 +117,8 @@ class ImportScreen(KbtuiScreen):
         if not self.registered:
             self.query_one("#import-summary", Static).update(Text(NO_REPOSITORIES))
             return
-        for repository in self.registered:
+        for row in self.registered:
+            repository = row.repository
             label = Text(printable(repository.name), style="bold")
             label.append(f"  {printable(repository.root)}", style="dim")
             last = "never imported" if repository.last_import_at is None else (
@@ -156,17 +148,11 @@ class ImportScreen(KbtuiScreen):
 
     @work(thread=True, exclusive=True, group="import", exit_on_error=False)
     def _import(self, repository_id: str, collection_id: str) -> None:
-        config = self.app.node.config
-        limits = ScanLimits(
-            max_file_bytes=min(config.repository_max_file_bytes, config.max_document_bytes),
-            max_total_bytes=config.repository_max_total_bytes,
-        )
         try:
-            with thread_connection():
-                report = import_repository(
-                    self.app.node.store, repository_id, collection_id, limits,
-                    on_progress=lambda done, total: self.post_message(ImportProgressed(done, total)),
-                )
+            report = self.node.import_repository(
+                repository_id, collection_id,
+                on_progress=lambda done, total: self.post_message(ImportProgressed(done, total)),
+            )
         except ImportFailed as failure:
             self.post_message(ImportFinished(failure.report, failure.message))
             return
@@ -187,12 +173,12 @@ class ImportScreen(KbtuiScreen):
         if message.report is None:
             summary.update(Text(f"Import failed: {message.problem}", style="bold red"))
             return
-        text = report_summary(message.report, self.app.mode)
+        text = report_summary(message.report, self.mode)
         if message.problem:
             text.append(f"\n{message.problem}", style="bold red")
         summary.update(text)
         self.query_one("#import-report", Static).update(report_table(message.report))
-        self.app.documents_changed(message.report.collection_id)
+        self.post_message(DocumentsChanged(message.report.collection_id))
         self._load_repositories()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -200,6 +186,3 @@ class ImportScreen(KbtuiScreen):
             self.running = False
             self.query_one("#import-progress").display = False
         super().on_worker_state_changed(event)
-
-    def action_back(self) -> None:
-        self.app.go_back()

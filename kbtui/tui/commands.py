@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from store.models import Status
+from kbtui.reads import Status
 
 if TYPE_CHECKING:
-    from kbtui.app import KbtuiApp
+    from kbtui.tui.app import KbtuiApp
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from textual.widgets.option_list import Option
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.printable import printable
 from kbtui.retrieval.search import Hit
-from kbtui.widgets.snippet import highlighted_snippet
+from kbtui.tui.widgets.snippet import highlighted_snippet
 
 TRAIL_SEPARATOR = " › "
 
