@@ -36,7 +36,7 @@ from kbtui.collect import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.commands import KbtuiCommands
 from kbtui.config import Config
-from kbtui.errors import KbtuiError
+from kbtui.errors import OPERATOR_ERRORS
 from kbtui.extract import format_for
 from kbtui.logs import configure_logging
 from kbtui.messages import (
@@ -403,7 +403,7 @@ class KbtuiApp(App[int]):
                         self.node.store, collection_id, path, display_name=path.name,
                         fmt=format_for(path.name) or "text", max_bytes=self.node.config.max_document_bytes,
                     )
-                except KbtuiError:
+                except OPERATOR_ERRORS:
                     refused += 1
                     continue
                 created += outcome.created
@@ -462,7 +462,7 @@ class KbtuiApp(App[int]):
                 try:
                     self.node.store.blobs.verify(document_id)
                     sound.append(document_id)
-                except KbtuiError:
+                except OPERATOR_ERRORS:
                     damaged += 1
             catalog.mark_pending(sound)
         self._sweep_now()
@@ -508,7 +508,7 @@ class KbtuiApp(App[int]):
         # Logs and notifications name the error type only (messages can carry text),
         # except our own errors, whose messages are content-free by contract.
         log.warning("%s work failed: %s", event.worker.group, type(error).__name__)
-        if isinstance(error, KbtuiError):
+        if isinstance(error, OPERATOR_ERRORS):
             self.notify(error.message, title="Failed", severity="error", timeout=10)
         else:
             self.notify(f"{event.worker.group} failed ({type(error).__name__})", severity="error", timeout=10)

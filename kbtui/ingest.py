@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document
 from kbtui.config import Config
-from kbtui.errors import BlobCorrupt, KbtuiError
+from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
 from store.models import Document
@@ -37,7 +37,7 @@ def extract_stage(store: Store, config: Config, document: Document) -> list[Elem
         data = store.blobs.read_bytes(document.id, max_bytes=max_bytes)
     except BlobCorrupt:
         raise StageFailed("blob_corrupt") from None
-    except KbtuiError:
+    except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
     try:
         return extract_isolated(data, document.format, config.extraction)

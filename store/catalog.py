@@ -17,10 +17,10 @@ from typing import BinaryIO
 import numpy as np
 from peewee import IntegrityError
 
-from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
 from store.db import database
+from store.errors import NotFound, StoreError
 from store.models import (
     NON_TERMINAL,
     Chunk,
@@ -82,7 +82,7 @@ def add_document(
     """
     size = source.stat().st_size
     if max_bytes is not None and size > max_bytes:
-        raise KbtuiError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
+        raise StoreError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
     content_hash = file_sha256(source)
     existing = _upload_with_hash(collection_id, content_hash)
     if existing is not None:

@@ -24,11 +24,11 @@ from peewee import (
     TextField,
 )
 
-from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
 from store.catalog import create_document, purge_document
 from store.db import database
+from store.errors import NotFound, StoreError
 from store.models import BaseModel, Document, Status, StatusHistory
 
 _ROOT_DIGEST_LABEL = b"kbtui repository root v1|"
@@ -49,7 +49,7 @@ class RepositoryDocument(BaseModel):
     repository = ForeignKeyField(Repository, column_name="repository_id", on_delete="CASCADE")
 
 
-class RepositoryAlreadyRegistered(KbtuiError):
+class RepositoryAlreadyRegistered(StoreError):
     pass
 
 

@@ -12,7 +12,7 @@ from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
 from kbtui.collect import collect_files
 from kbtui.collections import canonical_collection_id
-from kbtui.errors import KbtuiError
+from kbtui.errors import OPERATOR_ERRORS, KbtuiError
 from kbtui.extract import format_for
 from kbtui.follow import follow_documents
 from kbtui.node import Node
@@ -219,7 +219,7 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
     for doc in targets:
         try:
             node.store.blobs.verify(doc.id)
-        except KbtuiError as exc:
+        except OPERATOR_ERRORS as exc:
             raise type(exc)(f"document {doc.id}: {exc.message}") from None
     ids = [d.id for d in targets]
     catalog.mark_pending(ids)
