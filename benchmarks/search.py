@@ -163,7 +163,7 @@ def exact_matrix(size: int) -> tuple[np.ndarray, np.ndarray]:
 def vector_store(home: Path):
     """The store's vector entry point: the ANN indexes when this build has them."""
     try:
-        from store.vectors import VectorIndexes
+        from store.ann import VectorIndexes
     except ImportError:
         return None
     return VectorIndexes(home)

@@ -22,8 +22,9 @@ from kbtui.retrieval.search import (
     SearchService,
 )
 from store import Store, catalog, open_store
+from store.ann import VectorIndexes
 from store.models import Document
-from store.vectors import VectorIndexes, committed_vectors
+from store.vectors import committed_vectors
 
 log = logging.getLogger(__name__)
 
