@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document
+from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document, chunker_version
 from kbtui.config import Config
 from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
@@ -28,6 +28,7 @@ class StageFailed(Exception):
 class Chunked:
     sections: list[SectionSpec]
     chunks: list[ChunkSpec]
+    chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
 def extract_stage(store: Store, config: Config, document: Document) -> list[Element]:
@@ -56,4 +57,4 @@ def chunk_stage(config: Config, document: Document, elements: list[Element], con
     )
     if not chunks:
         raise StageFailed("no_text")
-    return Chunked(sections, chunks)
+    return Chunked(sections, chunks, chunker_version(config.chunking))
