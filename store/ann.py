@@ -193,6 +193,8 @@ class IdentityIndex:
 
     def _load(self) -> Graph | None:
         """The saved graph reconciled with the database; None means rebuild."""
+        if not self._files.exist():
+            return None
         loaded = self._files.load(epoch=database_epoch())
         if loaded is None:
             return None
