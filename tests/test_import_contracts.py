@@ -1,4 +1,6 @@
-"""House rules as import-linter contracts (pyproject.toml): store/ imports nothing from kbtui/ or actors/, and store/, actors/ and the agent tools never import the UI."""
+"""House rules as import-linter contracts (pyproject.toml): store/ imports
+nothing from kbtui/ or actors/; store/, actors/ and the agent tools never
+import the UI."""
 
 import shutil
 import subprocess
