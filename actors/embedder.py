@@ -24,7 +24,6 @@ from actors.events import DocumentReleased, EmbedDocument, FlushEmbeddings, Inde
 from actors.faults import pause_point
 from actors.listener import publish
 from actors.stage import DocumentGone, PipelineContext, StageActor
-from kbtui.chunking import CHUNKER_VERSION
 from kbtui.embedding import EmbeddingUnavailable, VectorIdentity
 from kbtui.embedding.reuse import ReuseKey, checked_vectors
 from kbtui.extract import PARSER_VERSION
@@ -81,7 +80,9 @@ class Embedder(StageActor):
         provider, reuse = self.context.embedder, self.context.reuse
         keys = None
         if reuse is not None:
-            keys = reuse.keys(provider, chunks, parser_version=PARSER_VERSION, chunker_version=CHUNKER_VERSION)
+            keys = reuse.keys(
+                provider, chunks, parser_version=PARSER_VERSION, chunker_version=message.chunked.chunker_version
+            )
         if keys is not None:
             identity = provider.identity
             for position, vector in reuse.lookup(keys).items():

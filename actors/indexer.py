@@ -8,7 +8,6 @@ from actors.events import DocumentStatusChanged, IndexDocument
 from actors.faults import pause_point
 from actors.listener import publish
 from actors.stage import DocumentGone, StageActor
-from kbtui.chunking import CHUNKER_VERSION
 from kbtui.extract import PARSER_VERSION
 from store.catalog import commit_index
 from store.models import Status
@@ -27,7 +26,7 @@ class Indexer(StageActor):
             vectors=message.vectors,
             identity=message.identity,
             parser_version=PARSER_VERSION,
-            chunker_version=CHUNKER_VERSION,
+            chunker_version=message.chunked.chunker_version,
         )
         if chunk_ids is None:
             raise DocumentGone(document.document_id)

@@ -1,8 +1,9 @@
 """Reindexer: finds Indexed documents built by an older pipeline and re-admits them.
 
 A document is stale when its parser or chunker version differs from this
-build, or when its vector identity differs from the active provider's. The
-identity comparison is made only when the provider resolved its model
+build's (the chunker version follows the chunk settings in config.toml), or
+when its vector identity differs from the active provider's. The identity
+comparison is made only when the provider resolved its model
 confidently: during an outage the configured-name fallback would otherwise
 flag the whole corpus. Re-admission goes through the same bounded queue; a
 document keeps serving its old index until the new one commits.
@@ -16,7 +17,7 @@ import pykka
 
 from actors.events import Admit, ScanForStale
 from actors.stage import PipelineContext
-from kbtui.chunking import CHUNKER_VERSION
+from kbtui.chunking import chunker_version
 from kbtui.extract import PARSER_VERSION
 from store.catalog import mark_pending, stale_document_ids
 
@@ -45,7 +46,7 @@ class Reindexer(pykka.ThreadingActor):
         confident = getattr(embedder, "identity_confident", True)
         stale = stale_document_ids(
             parser_version=PARSER_VERSION,
-            chunker_version=CHUNKER_VERSION,
+            chunker_version=chunker_version(self.context.config.chunking),
             vector_identity=embedder.identity.canonical() if confident else None,
             limit=self.batch,
         )

@@ -22,9 +22,9 @@ from kbtui.embedding.reuse import ChunkEmbeddingReuse
 from kbtui.ingest import StageFailed
 from store import Store
 from store.catalog import set_status
+from store.ann import VectorIndexes
 from store.errors import is_disk_full
 from store.models import Status
-from store.vectors import VectorIndexes
 
 log = logging.getLogger(__name__)
 

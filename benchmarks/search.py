@@ -41,11 +41,12 @@ from search_corpus import DIM, VECTOR_IDENTITY, SyntheticCorpus, clustered_vecto
 
 from kbtui.config import Config  # noqa: E402
 from kbtui.embedding import VectorIdentity  # noqa: E402
-from kbtui.retrieval.fts_query import any_of, parse_query  # noqa: E402
+from kbtui.retrieval.fts_query import parse_query  # noqa: E402
 from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
 from kbtui.retrieval.search import SearchRequest, SearchService  # noqa: E402
 from store import fts  # noqa: E402
 from store.db import database, open_database  # noqa: E402
+from store.fts_match import any_of  # noqa: E402
 from store.models import SERVED_DOCUMENT_SQL  # noqa: E402
 
 POOL = 40
@@ -162,7 +163,7 @@ def exact_matrix(size: int) -> tuple[np.ndarray, np.ndarray]:
 def vector_store(home: Path):
     """The store's vector entry point: the ANN indexes when this build has them."""
     try:
-        from store.vectors import VectorIndexes
+        from store.ann import VectorIndexes
     except ImportError:
         return None
     return VectorIndexes(home)

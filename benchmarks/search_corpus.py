@@ -7,7 +7,7 @@ unit vectors (one topic per document) of width 384. The database is written
 straight through the real schema (migrations, FTS triggers) into a data
 directory under a cache folder outside the repository, built once per size
 and reused: the million-chunk one takes a long while to build. Its ANN index
-is saved beside it by the store itself (``store.vectors``) the first time a
+is saved beside it by the store itself (``store.ann``) the first time a
 run opens it, and loaded (checked against the database) on later runs.
 """
 

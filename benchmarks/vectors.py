@@ -26,7 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from store.vectors import HNSW_EF_CONSTRUCTION, HNSW_EF_SEARCH, HNSW_M, top_k  # noqa: E402
+from store.ann import HNSW_EF_SEARCH  # noqa: E402
+from store.ann_graph import HNSW_EF_CONSTRUCTION, HNSW_M  # noqa: E402
+from store.vectors import top_k  # noqa: E402
 
 DIM = 384
 
@@ -158,7 +160,7 @@ def run(size: int, queries: int, seed: int) -> list[dict[str, object]]:
 def sqlite_scan(data: np.ndarray, probe: np.ndarray, rows: int) -> dict[str, object]:
     """The exact path for a small scope: read its rows by id from SQLite, then score.
 
-    (What ``store.vectors`` does below the exact-scan threshold.)
+    (What ``store.ann`` does below the exact-scan threshold.)
     """
     rows = min(rows, data.shape[0])
     with tempfile.TemporaryDirectory() as tmp:

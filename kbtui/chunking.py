@@ -10,15 +10,21 @@ embedded ("contextual content") and its cost is taken off the token budget.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
+import json
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 
 from kbtui.extract import Element
 
-# Bumped whenever the same elements would produce different chunks.
+# Bumped whenever the same elements would produce different chunks under the
+# default settings (a change of the defaults included). What an operator sets
+# in config.toml is added by chunker_version().
 CHUNKER_VERSION = 2
+# chunker_version(): the settings fingerprint takes the last ten decimal digits.
+_SETTINGS_SPAN = 10**10
 
 HEADING_SEPARATOR = " > "
 # A heading longer than this is cut (at a word) in the trail: a real heading
@@ -42,6 +48,25 @@ class ChunkSettings:
         if context_window:
             budget = min(budget, context_window - self.window_reserve_tokens)
         return max(budget, self.min_chunk_tokens)
+
+
+def chunker_version(settings: ChunkSettings) -> int:
+    """The chunker version a document is indexed under, and that exact
+    embedding reuse matches on: :data:`CHUNKER_VERSION` under the default
+    settings, else that number followed by ten digits of a stable fingerprint
+    of the settings that differ from the defaults.
+
+    So changing the chunk size or overlap marks the documents indexed under
+    the old settings stale, and no vector is reused across settings. It stays
+    an integer (the version column and the reuse key are unchanged), and
+    documents indexed under the defaults before settings counted stay current.
+    """
+    defaults = dataclasses.asdict(ChunkSettings())
+    changed = {k: v for k, v in dataclasses.asdict(settings).items() if defaults.get(k) != v}
+    if not changed:
+        return CHUNKER_VERSION
+    digest = hashlib.sha256(json.dumps(changed, sort_keys=True).encode()).digest()
+    return CHUNKER_VERSION * _SETTINGS_SPAN + int.from_bytes(digest[:8], "big") % _SETTINGS_SPAN
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,24 @@
-"""Errors an operator sees: one clear, content-free line and a non-zero exit."""
+"""Errors an operator sees: one clear, content-free line and a non-zero exit.
+
+The store's errors (``store.errors``) are a family of their own, because the
+store imports nothing from the application; the ones the application raises or
+catches by name are re-exported here, one class per concept.
+:data:`OPERATOR_ERRORS` catches both families.
+"""
 
 from __future__ import annotations
+
+from store.errors import BlobCorrupt, KeyProblem, NotFound, StoreError
+
+__all__ = [
+    "OPERATOR_ERRORS",
+    "BlobCorrupt",
+    "InvalidCollection",
+    "KbtuiError",
+    "KeyProblem",
+    "NotFound",
+    "StoreError",
+]
 
 
 class KbtuiError(Exception):
@@ -21,15 +39,6 @@ class InvalidCollection(KbtuiError):
     pass
 
 
-class KeyProblem(KbtuiError):
-    """The node key is missing, wrong or unsafe: the program must not start."""
-
-    exit_code = 3
-
-
-class BlobCorrupt(KbtuiError):
-    """An encrypted blob failed authentication (tampered, truncated or swapped)."""
-
-
-class NotFound(KbtuiError):
-    pass
+# Every expected failure, the application's and the store's: each has a
+# content-free ``message`` and an ``exit_code``.
+OPERATOR_ERRORS = (KbtuiError, StoreError)

@@ -21,6 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from store.id_batches import id_batches
 from store.models import Document, Status
 
 STAGES = ("Pending", "Extracting", "Chunking", "Embedding", "Indexed", "Failed")
@@ -42,8 +43,7 @@ class FollowResult:
 
 def status_counts(document_ids: Sequence[str]) -> Counter[str]:
     counts: Counter[str] = Counter()
-    for start in range(0, len(document_ids), 500):
-        part = document_ids[start : start + 500]
+    for part in id_batches(document_ids):
         for row in Document.select(Document.status).where(Document.id.in_(part)):
             counts[row.status] += 1
     return counts

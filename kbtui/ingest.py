@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document
+from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document, chunker_version
 from kbtui.config import Config
-from kbtui.errors import BlobCorrupt, KbtuiError
+from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
 from store.models import Document
@@ -28,6 +28,7 @@ class StageFailed(Exception):
 class Chunked:
     sections: list[SectionSpec]
     chunks: list[ChunkSpec]
+    chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
 def extract_stage(store: Store, config: Config, document: Document) -> list[Element]:
@@ -37,7 +38,7 @@ def extract_stage(store: Store, config: Config, document: Document) -> list[Elem
         data = store.blobs.read_bytes(document.id, max_bytes=max_bytes)
     except BlobCorrupt:
         raise StageFailed("blob_corrupt") from None
-    except KbtuiError:
+    except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
     try:
         return extract_isolated(data, document.format, config.extraction)
@@ -56,4 +57,4 @@ def chunk_stage(config: Config, document: Document, elements: list[Element], con
     )
     if not chunks:
         raise StageFailed("no_text")
-    return Chunked(sections, chunks)
+    return Chunked(sections, chunks, chunker_version(config.chunking))

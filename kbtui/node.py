@@ -26,7 +26,7 @@ from kbtui.collect import collect_files
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import KbtuiError, NotFound
+from kbtui.errors import OPERATOR_ERRORS, NotFound
 from kbtui.extract import format_for
 from kbtui.follow import FollowResult, follow_documents
 from kbtui.reads import (
@@ -52,12 +52,13 @@ from kbtui.retrieval.search import (
     SearchService,
 )
 from store import Store, catalog, open_store, repositories
+from store.ann import VectorIndexes
 from store.chunks import ChunkRecord
 from store.db import thread_connection
 from store.models import Document
 from store.node_lock import node_running
 from store.repositories import RegisteredRepository
-from store.vectors import VectorIndexes, committed_vectors
+from store.vectors import committed_vectors
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +261,7 @@ class Node:
         for path in collect_files(paths):
             try:
                 outcome = self._add_file(path, collection_id)
-            except KbtuiError as problem:
+            except OPERATOR_ERRORS as problem:
                 refused.append(RefusedFile(path, problem.message))
                 continue
             added.append(AddedFile(path, outcome.document_id, outcome.created, outcome.status))
@@ -309,7 +310,7 @@ class Node:
         for document_id in dict.fromkeys(document_ids):
             try:
                 self.store.blobs.verify(document_id)
-            except KbtuiError as problem:
+            except OPERATOR_ERRORS as problem:
                 damaged.append((document_id, problem.message))
                 continue
             queued.append(document_id)

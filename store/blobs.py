@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from kbtui.errors import BlobCorrupt, KbtuiError
+from store.errors import BlobCorrupt, StoreError
 from store.files import replace_durably
 
 MAGIC = b"KBTB"
@@ -47,11 +47,11 @@ def _derive_key(node_key: bytes, salt: bytes | None, label: bytes, context_id: s
 
 def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
     if counter >= 2**32:
-        raise KbtuiError("file is too large for the blob format")
+        raise StoreError("file is too large for the blob format")
     return prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
 
 
-class FileChanged(KbtuiError):
+class FileChanged(StoreError):
     """The source file changed while it was being stored."""
 
 
@@ -157,7 +157,7 @@ class BlobStore:
         for part in self.iter_plaintext(blob_id):
             total += len(part)
             if max_bytes is not None and total > max_bytes:
-                raise KbtuiError("the stored source is larger than the allowed limit")
+                raise StoreError("the stored source is larger than the allowed limit")
             parts.append(part)
         return b"".join(parts)
 

@@ -17,10 +17,11 @@ from typing import BinaryIO
 import numpy as np
 from peewee import IntegrityError
 
-from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
 from store.db import database
+from store.errors import NotFound, StoreError
+from store.id_batches import id_batches
 from store.models import (
     NON_TERMINAL,
     Chunk,
@@ -82,7 +83,7 @@ def add_document(
     """
     size = source.stat().st_size
     if max_bytes is not None and size > max_bytes:
-        raise KbtuiError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
+        raise StoreError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
     content_hash = file_sha256(source)
     existing = _upload_with_hash(collection_id, content_hash)
     if existing is not None:
@@ -295,8 +296,9 @@ def commit_index(
 
 def _delete_index_rows(document_id: str) -> list[int]:
     chunk_ids = [c.id for c in Chunk.select(Chunk.id).where(Chunk.document == document_id)]
+    for batch in id_batches(chunk_ids):
+        Vector.delete().where(Vector.chunk.in_(batch)).execute()
     if chunk_ids:
-        Vector.delete().where(Vector.chunk.in_(chunk_ids)).execute()
         # Deleting chunk rows fires the FTS delete trigger for each.
         Chunk.delete().where(Chunk.document == document_id).execute()
     Section.delete().where(Section.document == document_id).execute()

@@ -12,9 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from store.db import database
+from store.id_batches import id_batches, placeholders
 from store.models import SERVED_DOCUMENT_SQL
-
-_SQL_VARIABLES = 900
 
 
 @dataclass(frozen=True)
@@ -64,12 +63,11 @@ def served_chunks(
 def scoped_id_batches(
     chunk_ids: Sequence[int], collection_id: str, document_id: str | None
 ) -> Iterator[tuple[str, list[object]]]:
-    """Per batch of ``chunk_ids`` (inside SQLite's variable limit): the WHERE
+    """Per batch of ``chunk_ids`` (:func:`store.id_batches.id_batches`): the WHERE
     clause over ``chunk AS c JOIN document AS d`` that keeps the served chunks
     of the scope, and its parameters."""
-    for start in range(0, len(chunk_ids), _SQL_VARIABLES):
-        ids = list(chunk_ids[start : start + _SQL_VARIABLES])
-        where = f"c.id IN ({', '.join('?' for _ in ids)}) AND {SCOPED_SQL}"
+    for ids in id_batches(chunk_ids):
+        where = f"c.id IN ({placeholders(ids)}) AND {SCOPED_SQL}"
         params: list[object] = [*ids, collection_id, collection_id]
         if document_id is not None:
             where += " AND c.document_id = ?"

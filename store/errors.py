@@ -1,4 +1,10 @@
-"""Classifying storage failures that are conditions of the machine, not bugs."""
+"""The store's expected failures, and which storage failures are conditions
+of the machine (a full disk, a lock held too long) rather than bugs.
+
+The store sits below the application, so it has its own error base:
+``kbtui.errors`` re-exports these classes, and the command line maps them to
+one line on stderr and their exit code like the application's own errors.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,35 @@ import errno
 
 import peewee
 
-from kbtui.errors import KbtuiError
-
 _DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
+
+
+class StoreError(Exception):
+    """An expected failure of the data directory with a message fit for the operator.
+
+    The message must never contain document text, chunk text, file names of
+    stored documents or query text: it may be printed and logged.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class KeyProblem(StoreError):
+    """The node key is missing, wrong or unsafe: the program must not start."""
+
+    exit_code = 3
+
+
+class BlobCorrupt(StoreError):
+    """An encrypted blob failed authentication (tampered, truncated or swapped)."""
+
+
+class NotFound(StoreError):
+    """No document, repository or collection answers to the reference given."""
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -22,10 +54,10 @@ def is_database_busy(exc: BaseException) -> bool:
     return isinstance(exc, peewee.OperationalError) and "locked" in str(exc).lower()
 
 
-def storage_problem(exc: BaseException) -> KbtuiError | None:
+def storage_problem(exc: BaseException) -> StoreError | None:
     """An operator-facing error for a storage condition, or None if it is something else."""
     if is_disk_full(exc):
-        return KbtuiError("no space left for the data directory (disk full); nothing was changed")
+        return StoreError("no space left for the data directory (disk full); nothing was changed")
     if is_database_busy(exc):
-        return KbtuiError("the database stayed locked by another kbtui process; try again")
+        return StoreError("the database stayed locked by another kbtui process; try again")
     return None

@@ -1,8 +1,8 @@
 """The lexical arm's SQL: BM25 over the weighted FTS5 columns, scoped in the query.
 
 Every function takes terms, never raw user text: the MATCH expressions are
-built here from quoted terms (:mod:`kbtui.retrieval.fts_query`), so no FTS5
-syntax from a query can reach SQLite. Scope (collection, optional document,
+built here from quoted terms (:mod:`store.fts_match`), so no FTS5 syntax
+from a query can reach SQLite. Scope (collection, optional document,
 served documents only) is part of every statement.
 
 Cost model (measured in ``benchmarks/search.py``): ``bm25()`` reads every
@@ -11,8 +11,8 @@ matching row costs about 4 more; worse, bm25 counts the whole posting list of
 every term for its idf. A term in most chunks ("the") therefore costs
 hundreds of milliseconds at a million chunks, while it adds almost nothing to
 the ranking. :func:`term_row_counts` answers "how many chunks hold this term,
-up to a cap" cheaply (FTS5 stops iterating at the cap), so the planner in
-:mod:`kbtui.retrieval.lexical` can leave such terms out; and
+up to a cap" cheaply (FTS5 stops iterating at the cap), so the query planner
+can leave such terms out; and
 :func:`ranked_matches` ranks without the join first, checking the scope of
 only the best matches overall (exact whenever enough of them are in scope,
 else it falls back to the scoped query).
@@ -24,9 +24,9 @@ import threading
 import time
 from collections.abc import Sequence
 
-from kbtui.retrieval.fts_query import all_of, any_of, quoted, weighted_any_of
 from store.chunks import SCOPED_SQL, scoped_id_batches
 from store.db import database
+from store.fts_match import all_of, any_of, quoted, weighted_any_of
 
 # bm25() column weights, in table order: source_path, heading_path, symbol, content.
 # Exact identifiers, paths and headings outrank repeated body terms.

@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from kbtui.errors import KeyProblem
+from store.errors import KeyProblem
 from store.files import fsync_dir
 
 KEY_FILE_NAME = "node.key"

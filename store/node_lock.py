@@ -6,45 +6,40 @@ by the kernel when the process dies, even by kill -9: no stale lock files.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from pathlib import Path
+
+from store.file_lock import FileLock
 
 LOCK_FILE_NAME = "node.lock"
 
 
 class NodeLock:
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
+    def __init__(self, lock: FileLock) -> None:
+        self._lock = lock
 
     @classmethod
     def try_acquire(cls, home: Path) -> NodeLock | None:
         """Take the lock, or return None when another process holds it."""
         home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(home / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         # A few tries: node_running() briefly holds a shared lock while probing.
         for attempt in range(5):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock = FileLock.try_acquire(home / LOCK_FILE_NAME)
+            if lock is not None:
                 break
-            except BlockingIOError:
-                if attempt == 4:
-                    os.close(fd)
-                    return None
-                time.sleep(0.02)
+            if attempt == 4:
+                return None
+            time.sleep(0.02)
         try:  # the pid is for people reading the file; a full disk must not stop the node
-            os.ftruncate(fd, 0)
-            os.write(fd, str(os.getpid()).encode())
+            os.ftruncate(lock.fd, 0)
+            os.write(lock.fd, str(os.getpid()).encode())
         except OSError:
             pass
-        return cls(fd)
+        return cls(lock)
 
     def release(self) -> None:
-        if self._fd >= 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = -1
+        self._lock.release()
 
 
 def node_running(home: Path) -> bool:
@@ -52,11 +47,8 @@ def node_running(home: Path) -> bool:
     path = home / LOCK_FILE_NAME
     if not path.exists():
         return False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
+    probe = FileLock.try_acquire(path, shared=True)
+    if probe is None:
         return True
-    finally:
-        os.close(fd)
+    probe.release()
     return False

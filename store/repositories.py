@@ -25,11 +25,11 @@ from peewee import (
     TextField,
 )
 
-from kbtui.errors import KbtuiError, NotFound
 from store import Store
 from store.blobs import open_name, seal_name
 from store.catalog import create_document
 from store.db import database
+from store.errors import NotFound, StoreError
 from store.models import BaseModel, Document, Status, StatusHistory
 
 _ROOT_DIGEST_LABEL = b"kbtui repository root v1|"
@@ -50,7 +50,7 @@ class RepositoryDocument(BaseModel):
     repository = ForeignKeyField(Repository, column_name="repository_id", on_delete="CASCADE")
 
 
-class RepositoryAlreadyRegistered(KbtuiError):
+class RepositoryAlreadyRegistered(StoreError):
     pass
 
 

@@ -1,4 +1,6 @@
-"""House rule: store/ and actors/ never import the UI (import-linter contracts)."""
+"""House rules as import-linter contracts (pyproject.toml): store/ imports
+nothing from kbtui/ or actors/; store/, actors/ and the agent tools never
+import the UI."""
 
 import shutil
 import subprocess

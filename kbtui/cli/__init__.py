@@ -9,7 +9,7 @@ import peewee
 
 from kbtui.cli import agents, documents, node, repositories, search  # noqa: F401 - registers the commands
 from kbtui.cli.common import cli
-from kbtui.errors import KbtuiError
+from kbtui.errors import OPERATOR_ERRORS
 from store.errors import storage_problem
 
 __all__ = ["cli", "main"]
@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: maps expected errors to one line and an exit code."""
     try:
         code = cli.main(args=argv, prog_name="kbtui", standalone_mode=False)
-    except KbtuiError as exc:
+    except OPERATOR_ERRORS as exc:
         click.echo(f"kbtui: {exc.message}", err=True)
         sys.exit(exc.exit_code)
     except (OSError, peewee.OperationalError) as exc:

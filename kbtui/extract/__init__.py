@@ -1,6 +1,7 @@
 """Extraction: turn a document's bytes into ordered structural elements.
 
-Readers are chosen by extension (:func:`format_for`). Each returns a list of
+Readers are chosen by extension (:func:`format_for`, from the table in
+:mod:`kbtui.extract.formats`). Each returns a list of
 :class:`Element` in reading order with offsets into the document's extracted
 text, so chunks can point back to where they came from. Text formats keep
 offsets into the decoded source; PDF, DOCX and HTML get offsets into the
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kbtui.errors import KbtuiError
-from kbtui.extract.formats import FORMAT_BY_EXTENSION, code_language, format_for
+from kbtui.extract.formats import FORMAT_BY_EXTENSION, FORMAT_BY_NAME, format_for
 from kbtui.extract.limits import ExtractionLimits
 
 ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
@@ -69,29 +70,20 @@ def extract(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) ->
     Only the size caps apply here; the deadline and memory cap need the worker
     process (:func:`extract_isolated`).
     """
-    from kbtui.extract import code, docx, html, pdf, text
-
     if len(data) > limits.max_input_bytes:
         raise ExtractionFailed(EXTRACT_TOO_LARGE)
-    if fmt == "pdf":
-        return pdf.read_pdf(data, limits)
-    if fmt == "docx":
-        return docx.read_docx(data, limits)
-    if fmt == "html":
-        return html.read_html(data, limits)
-    if fmt in ("markdown", "rst", "text", "log") or code_language(fmt):
-        decoded = text.decode_text(data)
-        if len(decoded) > limits.max_extracted_chars:
-            raise ExtractionFailed(EXTRACT_TOO_LARGE)
-        if fmt == "markdown":
-            return text.read_markdown(decoded)
-        if fmt == "rst":
-            return text.read_rst(decoded)
-        language = code_language(fmt)
-        if language:
-            return code.read_code(decoded, language)
-        return text.read_plain(decoded)
-    raise ExtractionFailed(EXTRACT_UNSUPPORTED)
+    found = FORMAT_BY_NAME.get(fmt)
+    if found is None:
+        raise ExtractionFailed(EXTRACT_UNSUPPORTED)
+    read = found.load_reader()
+    if found.reads == "bytes":
+        return read(data, limits)
+    from kbtui.extract.text import decode_text
+
+    decoded = decode_text(data)
+    if len(decoded) > limits.max_extracted_chars:
+        raise ExtractionFailed(EXTRACT_TOO_LARGE)
+    return read(decoded, found.language) if found.language else read(decoded)
 
 
 def extract_isolated(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) -> list[Element]:

@@ -11,7 +11,6 @@ Logs carry the repository id, counts and reason codes; never a path.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import time
@@ -34,6 +33,7 @@ from kbtui.repository.scan import (
 )
 from store import Store
 from store import repositories as catalog
+from store.file_lock import FileLock
 from store.models import NON_TERMINAL
 from store.repositories import PathDocument, RegisteredRepository
 
@@ -199,15 +199,11 @@ def _exclusive_import(home: Path, repository_id: str) -> Iterator[None]:
     """One import per repository at a time, across processes."""
     lock_dir = home / "locks"
     lock_dir.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(lock_dir / f"repository-{repository_id}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ImportInProgress("another import of this repository is running") from None
+    lock = FileLock.try_acquire(lock_dir / f"repository-{repository_id}.lock")
+    if lock is None:
+        raise ImportInProgress("another import of this repository is running")
+    with lock:
         yield
-    finally:
-        os.close(fd)
 
 
 def _own_data_inside(root: Path, home: Path) -> tuple[str, ...]:

@@ -1,16 +1,16 @@
-"""Turn untrusted query text into safe FTS5 MATCH expressions.
+"""Turn untrusted query text into the terms the lexical arm searches.
 
 Nothing the user types is ever FTS5 syntax: the query is cut into word terms
-(``\\w+`` runs) and CJK runs, each term is wrapped in double quotes (a term
-can never contain one), and terms are joined with OR by this code. So
-``"x``, ``(a OR``, ``NEAR(a b``, ``*a``, ``-a`` and ``col:foo`` are all
-literal words to look for.
+(``\\w+`` runs) and CJK runs, and :mod:`store.fts_match` quotes each term and
+joins them. So ``"x``, ``(a OR``, ``NEAR(a b``, ``*a``, ``-a`` and
+``col:foo`` are all literal words to look for.
 
 Words go to the Porter-stemmed ``chunk_fts`` table. Runs of Han, kana or
-Hangul go to the trigram table ``chunk_cjk`` (unicode61 keeps a whole CJK
-run as one token, so 東京 would never match inside 東京都に住んでいます).
-Emoji and other symbols are not searchable lexically: no tokenizer keeps
-them, so a query made only of them has no lexical terms.
+Hangul (``store.fts_match.CJK_CHARACTERS``) go to the trigram table
+``chunk_cjk`` (unicode61 keeps a whole CJK run as one token, so 東京 would
+never match inside 東京都に住んでいます). Emoji and other symbols are not
+searchable lexically: no tokenizer keeps them, so a query made only of them
+has no lexical terms.
 
 A word said several times in the query counts several times in BM25 (its
 query-term frequency, capped at ``MAX_REPEATS``): the lexical arm repeats
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from store.fts_match import CJK_CHARACTERS, any_of
 
 MAX_TERMS = 32  # content terms (words that are not stop words, and CJK runs); as many stop words again
 MAX_TERM_CHARS = 64
@@ -46,8 +48,6 @@ STOP_WORDS = frozenset(
     ).split()
 )
 
-# Must match store.migrations.m0003_search_tokenizers.CJK_GLOB.
-CJK_CHARACTERS = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff"
 _CJK_RUN = re.compile(f"[{CJK_CHARACTERS}]+")
 _WORD = re.compile(f"(?:(?![{CJK_CHARACTERS}])\\w)+", re.UNICODE)
 
@@ -95,28 +95,6 @@ def parse_query(query: str) -> QueryTerms:
             counts[term] = 1
             content += 1
     return QueryTerms(tuple(counts), tuple(runs), tuple(counts.values()))
-
-
-def quoted(term: str) -> str:
-    """One FTS5 string: ``term`` never holds a double quote (``\\w`` or a CJK run)."""
-    return f'"{term}"'
-
-
-def any_of(terms: tuple[str, ...] | list[str]) -> str | None:
-    """An OR of quoted terms (partial matches still rank), or None for no terms."""
-    return " OR ".join(quoted(t) for t in terms) or None
-
-
-def weighted_any_of(terms: tuple[str, ...] | list[str], repeats: dict[str, int]) -> str | None:
-    """An OR of quoted terms in which a term is repeated ``repeats[term]``
-    times (FTS5 bm25 adds one contribution per phrase: its query-term frequency)."""
-    phrases = [quoted(t) for t in terms for _ in range(max(1, min(repeats.get(t, 1), MAX_REPEATS)))]
-    return " OR ".join(phrases) or None
-
-
-def all_of(terms: tuple[str, ...] | list[str]) -> str | None:
-    """An AND of quoted terms, or None for no terms."""
-    return " AND ".join(quoted(t) for t in terms) or None
 
 
 def fts_match_expression(query: str) -> str | None:

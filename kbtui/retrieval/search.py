@@ -51,7 +51,7 @@ RERANKER_TARGET = "reranker"
 
 
 class VectorSearch(Protocol):
-    """The semantic arm's entry point (``store.vectors``)."""
+    """The semantic arm's entry point (``store.ann.VectorIndexes``, or the exact scan)."""
 
     def search(
         self, query: np.ndarray, identity: str, collection_id: str, *, document_id: str | None = None, limit: int = 50

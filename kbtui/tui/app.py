@@ -37,7 +37,7 @@ from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.config import Config
-from kbtui.errors import KbtuiError
+from kbtui.errors import OPERATOR_ERRORS
 from kbtui.logs import configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
@@ -499,7 +499,7 @@ class KbtuiApp(App[int]):
         # Logs and notifications name the error type only (messages can carry text),
         # except our own errors, whose messages are content-free by contract.
         log.warning("%s work failed: %s", worker.group, type(error).__name__)
-        if isinstance(error, KbtuiError):
+        if isinstance(error, OPERATOR_ERRORS):
             self.notify(error.message, title="Failed", severity="error", timeout=10)
         else:
             self.notify(f"{worker.group} failed ({type(error).__name__})", severity="error", timeout=10)

@@ -1,5 +1,6 @@
-"""Themes from files: TOML theme files in ``themes/`` (shipped) and in
-``$KBTUI_HOME/themes/`` (the operator's own), validated before registration.
+"""Themes from files: TOML theme files in the ``themes`` package (shipped, read
+as package data) and in ``$KBTUI_HOME/themes/`` (the operator's own),
+validated before registration.
 
 A broken file never stops the app: it comes back as a :class:`ThemeProblem`
 for the UI to show as a notification.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from textual.color import Color, ColorParseError
@@ -34,12 +37,12 @@ class ThemeProblem:
     reason: str
 
 
-def bundled_theme_dir() -> Path:
-    """``themes/`` beside the packages (the project's layout)."""
-    return Path(__file__).resolve().parents[2] / "themes"
+def bundled_theme_dir() -> Traversable:
+    """The shipped themes: the ``themes`` package's files, wherever it is installed."""
+    return files("themes")
 
 
-def theme_dirs(home: Path) -> list[Path]:
+def theme_dirs(home: Path) -> list[Traversable]:
     """Where themes are looked for, later ones overriding earlier ones by name."""
     return [bundled_theme_dir(), home / "themes"]
 
@@ -79,12 +82,14 @@ def parse_theme(values: dict[str, object]) -> Theme:
     return theme
 
 
-def load_theme_file(path: Path) -> Theme:
+def load_theme_file(path: Traversable) -> Theme:
     """Read and validate one theme file."""
     try:
-        if path.stat().st_size > MAX_THEME_FILE_BYTES:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_THEME_FILE_BYTES + 1)
+        if len(raw) > MAX_THEME_FILE_BYTES:
             raise ThemeFileInvalid("file is too large")
-        values = tomllib.loads(path.read_text(encoding="utf-8"))
+        values = tomllib.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError):
         raise ThemeFileInvalid("cannot be read") from None
     except tomllib.TOMLDecodeError:
@@ -92,14 +97,15 @@ def load_theme_file(path: Path) -> Theme:
     return parse_theme(values)
 
 
-def load_themes(directories: list[Path]) -> tuple[list[Theme], list[ThemeProblem]]:
+def load_themes(directories: list[Traversable]) -> tuple[list[Theme], list[ThemeProblem]]:
     """Every valid theme in ``directories`` (in order), and what was wrong with the rest."""
     themes: dict[str, Theme] = {}
     problems: list[ThemeProblem] = []
     for directory in directories:
         if not directory.is_dir():
             continue
-        for path in sorted(directory.glob(f"*{THEME_SUFFIX}")):
+        candidates = (p for p in directory.iterdir() if p.name.endswith(THEME_SUFFIX) and not p.name.startswith("."))
+        for path in sorted(candidates, key=lambda p: p.name):
             try:
                 theme = load_theme_file(path)
             except ThemeFileInvalid as exc:

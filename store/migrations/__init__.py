@@ -13,7 +13,7 @@ import time
 
 from peewee import SqliteDatabase
 
-from kbtui.errors import KbtuiError
+from store.errors import StoreError
 
 
 def _migrations() -> list[tuple[int, str, list[str]]]:
@@ -41,7 +41,7 @@ def apply_migrations(db: SqliteDatabase) -> int:
     """Bring the schema up to date; return the version now in force."""
     version = current_version(db)
     if version > LATEST_VERSION:
-        raise KbtuiError(
+        raise StoreError(
             f"this data directory uses schema version {version}, newer than this "
             f"kbtui understands ({LATEST_VERSION}); upgrade kbtui"
         )

@@ -8,10 +8,7 @@ the trigrams of the chunks that contain Han, kana or Hangul (and only those),
 contentless, kept in step by triggers like ``chunk_fts``.
 """
 
-# Han, CJK symbols and kana (U+2E80-U+9FFF), Hangul syllables, compatibility
-# ideographs, and the supplementary ideograph planes. Must match
-# kbtui.retrieval.fts_query.CJK_CHARACTERS.
-CJK_GLOB = "*[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003ffff]*"
+from store.fts_match import CJK_GLOB
 
 NAME = "search_tokenizers"
 

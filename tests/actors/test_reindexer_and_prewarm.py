@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from actors.events import ScanForStale
 from actors.prewarm_manager import FAILED_WARM_COOLDOWN_S, PrewarmManager, request_warm
-from kbtui.chunking import CHUNKER_VERSION
+from kbtui.chunking import CHUNKER_VERSION, ChunkSettings, chunker_version
 from kbtui.embedding.reuse import VectorCache
-from store.models import Document, StatusHistory
+from store import catalog
+from store.models import Chunk, Document, StatusHistory
 from tests.actors.conftest import ControlledEmbedder, add_documents, all_indexed, wait_until
 
 
@@ -27,6 +28,51 @@ def test_documents_built_by_an_older_chunker_are_reindexed(make_node, tmp_path):
         wait_until(lambda: all(indexed_count(i) == 2 for i in stale))
     assert all(indexed_count(i) == 1 for i in current)
     assert {d.chunker_version for d in Document.select()} == {CHUNKER_VERSION}
+
+
+def test_changing_the_chunk_size_in_the_config_file_reindexes_with_the_new_chunking(make_node, home, tmp_path):
+    def configure(max_chunk_chars: int) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(f"[chunking]\nmax_chunk_chars = {max_chunk_chars}\noverlap_chars = 50\n")
+
+    source = tmp_path / "guide.md"
+    long_section = " ".join(f"sentence{i} about rotating keys." for i in range(200))
+    # The short section is one identical chunk under both sizes: its vector
+    # must not be reused across settings either.
+    source.write_text(f"# Short\n\nrotate keys yearly\n\n# Long\n\n{long_section}\n")
+    configure(1000)
+    first = make_node()
+    document_id = catalog.add_document(first.store, "DEFAULT", source, display_name="guide.md", fmt="markdown").document_id
+    assert first.index([document_id]) == {document_id: "Indexed"}
+    before = Chunk.select().where(Chunk.document == document_id).count()
+    first.close()
+
+    configure(300)  # and restart, as an operator would
+    node = make_node()
+    embedder = ControlledEmbedder()
+    node.embedder = embedder
+    with node.pipeline() as runtime:
+        assert runtime.reindexer.ask(ScanForStale()) == 1  # the stale scan queues it
+        wait_until(lambda: indexed_count(document_id) == 2)
+    chunks = list(Chunk.select().where(Chunk.document == document_id))
+    assert len(chunks) > before and max(len(c.content) for c in chunks) <= 300
+    assert sum(embedder.calls) == len(chunks)  # nothing reused from the other chunk size
+    assert Document.get_by_id(document_id).chunker_version == chunker_version(ChunkSettings(max_chunk_chars=300, overlap_chars=50))
+    with node.pipeline() as runtime:
+        assert runtime.reindexer.ask(ScanForStale()) == 0  # current now
+
+
+def test_the_chunker_version_follows_every_setting_and_is_the_constant_under_the_defaults():
+    assert chunker_version(ChunkSettings()) == CHUNKER_VERSION
+    versions = {
+        chunker_version(ChunkSettings(max_chunk_chars=900)),
+        chunker_version(ChunkSettings(overlap_chars=100)),
+        chunker_version(ChunkSettings(max_chunk_tokens=200)),
+        chunker_version(ChunkSettings(min_chunk_tokens=32)),
+        chunker_version(ChunkSettings(window_reserve_tokens=8)),
+    }
+    assert len(versions) == 5 and CHUNKER_VERSION not in versions
+    assert chunker_version(ChunkSettings(overlap_chars=100)) == chunker_version(ChunkSettings(overlap_chars=100))
 
 
 def test_an_identity_change_counts_only_when_the_provider_resolved_confidently(make_node, tmp_path):

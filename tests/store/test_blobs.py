@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from kbtui.errors import BlobCorrupt
 from store.blobs import SEGMENT_SIZE, TAG_SIZE, BlobStore, FileChanged, open_name, seal_name
+from store.errors import BlobCorrupt
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(reversed(range(32)))

@@ -7,9 +7,9 @@ import stat
 
 import pytest
 
-from kbtui.errors import KeyProblem
 from store import open_store
 from store.blobs import BlobStore
+from store.errors import KeyProblem
 
 
 def test_first_open_creates_a_private_key(tmp_path):

@@ -19,7 +19,7 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from kbtui.collections import canonical_collection_id
-from kbtui.errors import InvalidCollection, KbtuiError
+from kbtui.errors import OPERATOR_ERRORS, InvalidCollection
 from kbtui.node import Node, RepositoryRow
 from kbtui.printable import printable
 from kbtui.repository.importer import ImportFailed, ImportReport
@@ -156,7 +156,7 @@ class ImportScreen(KbtuiScreen):
         except ImportFailed as failure:
             self.post_message(ImportFinished(failure.report, failure.message))
             return
-        except KbtuiError as problem:
+        except OPERATOR_ERRORS as problem:
             self.post_message(ImportFinished(None, problem.message))
             return
         self.post_message(ImportFinished(report))
