@@ -32,12 +32,11 @@ from textual.worker import Worker, WorkerState
 from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.bridge import TuiBridge
-from kbtui.collect import collect_files
+from kbtui.collect import add_files, collect_files, describe_refusals
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.commands import KbtuiCommands
 from kbtui.config import Config
 from kbtui.errors import KbtuiError
-from kbtui.extract import format_for
 from kbtui.logs import configure_logging
 from kbtui.messages import (
     AdmissionUpdated,
@@ -393,23 +392,22 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="catalog", exit_on_error=False)
     def add_path(self, raw: str, collection_id: str) -> None:
-        """Add a file (or every supported file under a directory) as Pending documents."""
-        files = collect_files([os.path.expanduser(raw)])
-        created = present = refused = 0
+        """Add a file (or every supported file under a directory) as Pending documents.
+
+        A file that cannot be stored (vanished, not a regular file, unreadable,
+        too large, changed while read) is counted by reason; the rest are added.
+        """
+        collected = collect_files([os.path.expanduser(raw)])
         with thread_connection():
-            for path in files:
-                try:
-                    outcome = catalog.add_document(
-                        self.node.store, collection_id, path, display_name=path.name,
-                        fmt=format_for(path.name) or "text", max_bytes=self.node.config.max_document_bytes,
-                    )
-                except KbtuiError:
-                    refused += 1
-                    continue
-                created += outcome.created
-                present += not outcome.created
+            report = add_files(
+                self.node.store, collection_id, collected.files, max_bytes=self.node.config.max_document_bytes,
+            )
         self._sweep_now()
-        summary = f"{created} added, {present} already present" + (f", {refused} too large" if refused else "")
+        summary = f"{report.created} added, {report.already_present} already present"
+        if report.refused:
+            summary += ", " + describe_refusals(report.refused_by_reason())
+        if collected.skipped_symlinks:
+            summary += f", {collected.skipped_symlinks} symbolic link(s) skipped"
         self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
 
     def confirm_delete(self, document_id: str, name: str, *, leave_screen: Screen | None = None) -> None:

@@ -10,13 +10,12 @@ from rich.table import Table
 
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
-from kbtui.collect import collect_files
+from kbtui.collect import AddReport, RefusedFile, add_files, collect_files, describe_refusals
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
-from kbtui.extract import format_for
 from kbtui.follow import follow_documents
 from kbtui.node import Node
-from kbtui.printable import human_size
+from kbtui.printable import human_size, printable
 from store import catalog
 from store.models import Document, Section, StatusHistory
 from store.node_lock import node_running
@@ -36,28 +35,40 @@ def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_w
     the command follows them to Indexed or Failed, unless --no-wait.
     """
     collection_id = canonical_collection_id(collection)
-    files = collect_files(paths)
+    collected = collect_files(paths)
     node = open_node(ctx)
-    outcomes = [
-        catalog.add_document(
-            node.store, collection_id, path,
-            display_name=path.name, fmt=format_for(path.name) or "text",
-            max_bytes=node.config.max_document_bytes,
-        )
-        for path in files
-    ]
-    ids = [o.document_id for o in outcomes]
-    result = None if no_wait else index_and_follow(node, ids, quiet=as_json)
+    report = add_files(
+        node.store, collection_id, collected.files, max_bytes=node.config.max_document_bytes,
+        on_refused=_print_refusal,
+    )
+    ids = report.document_ids
+    result = None if no_wait or not ids else index_and_follow(node, ids, quiet=as_json)
     documents = [Document.get_by_id(i) for i in ids]
     if as_json:
         click.echo(json.dumps([
-            {**document_json(node, d), "created": o.created} for d, o in zip(documents, outcomes)
+            {**document_json(node, d), "created": o.created} for d, (_, o) in zip(documents, report.added)
         ], indent=2))
     else:
-        _print_documents(node, documents)
-        created = sum(o.created for o in outcomes)
-        stdout.print(f"{created} added, {len(outcomes) - created} already present; " + _outcome_line(documents, result))
-    return _exit_code(result)
+        summary = _add_summary(report, collected.skipped_symlinks)
+        if documents:
+            _print_documents(node, documents)
+            summary += "; " + _outcome_line(documents, result)
+        stdout.print(summary)
+    return 1 if report.refused else _exit_code(result)
+
+
+def _print_refusal(refused: RefusedFile) -> None:
+    """One line per refused file on the operator's terminal: the path they typed and a fixed reason."""
+    click.echo(f"kbtui: {printable(refused.file.shown)}: not added, {refused.reason.explanation}", err=True)
+
+
+def _add_summary(report: AddReport, skipped_symlinks: int) -> str:
+    line = f"{report.created} added, {report.already_present} already present"
+    if report.refused:
+        line += ", " + describe_refusals(report.refused_by_reason())
+    if skipped_symlinks:
+        line += f", {skipped_symlinks} symbolic link(s) skipped"
+    return line
 
 
 def index_and_follow(node: Node, document_ids: list[str], *, quiet: bool = False):
