@@ -129,3 +129,12 @@ def test_a_symlink_named_on_the_command_line_is_followed(run_cli, tmp_path):
     result = run_cli("add", str(link), "--json")
     assert result.code == 0, result.err
     assert [d["display_name"] for d in json.loads(result.out)] == ["named.md"]
+
+
+def test_a_readme_that_is_only_a_title_is_indexed_and_found(run_cli, tmp_path):
+    readme = write(tmp_path / "README.md", "# Zanzibar deployment tools\n")
+    result = run_cli("add", str(readme), "--json")
+    assert result.code == 0, result.err
+    assert [(d["status"], d["failure_reason"]) for d in json.loads(result.out)] == [("Indexed", None)]
+    hits = json.loads(run_cli("search", "zanzibar", "--json").out)["hits"]
+    assert hits and hits[0]["heading_path"] == "Zanzibar deployment tools"
