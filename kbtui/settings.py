@@ -13,6 +13,7 @@ later (``max_in_flight = "abc"``), spinning the chunker (``max_chunk_chars =
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ def validate_settings(instance: Any, table: str | None = None) -> None:
     stored as floats. Fields of other types (paths, nested settings) are left
     to their own checks. Raises :class:`InvalidSetting`.
     """
-    hints = typing.get_type_hints(type(instance))
+    hints = _type_hints(type(instance))
     for field in dataclasses.fields(instance):
         kind = hints.get(field.name)
         if kind not in (bool, int, float, str):
@@ -67,6 +68,11 @@ def validate_settings(instance: Any, table: str | None = None) -> None:
         if not _within(value, bounds):
             got = "another value" if kind is str else repr(value)
             raise InvalidSetting(f"{CONFIG_FILE_NAME}: {key} must be {_accepted(kind, bounds)} (got {got})")
+
+
+@functools.cache
+def _type_hints(kind: type) -> dict[str, Any]:
+    return typing.get_type_hints(kind)  # resolves the string annotations once per class
 
 
 def _has_type(value: object, kind: type) -> bool:

@@ -75,13 +75,14 @@ class SourceRefused(Exception):
 
 
 def _refusal_for_open(error: OSError, *, checked: bool) -> SourceRefused:
+    # With ``checked``, a regular file stood there a moment ago: a link or a
+    # special file in its place was swapped in.
     if error.errno in (errno.ELOOP, errno.EMLINK):
-        # A link where a checked regular file stood was swapped in.
         return SourceRefused(Refusal.SWAPPED if checked else Refusal.SYMLINK)
     if error.errno in (errno.ENOENT, errno.ENOTDIR):
         return SourceRefused(Refusal.VANISHED)
-    if error.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
-        return SourceRefused(Refusal.NOT_REGULAR)  # a socket or a device without a driver
+    if error.errno in (errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a socket, a device without a driver
+        return SourceRefused(Refusal.SWAPPED if checked else Refusal.NOT_REGULAR)
     return SourceRefused(Refusal.UNREADABLE)
 
 
