@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from kbtui.extract import Element
+from kbtui.settings import setting, validate_settings
 
 # Bumped whenever the same elements would produce different chunks under the
 # default settings (a change of the defaults included). What an operator sets
@@ -35,13 +36,22 @@ MAX_HEADING_CHARS = 200
 
 @dataclass(frozen=True)
 class ChunkSettings:
-    max_chunk_chars: int = 1200
-    max_chunk_tokens: int = 300
-    overlap_chars: int = 150
+    """The ``[chunking]`` table of ``config.toml``, range-checked when made.
+
+    The floors keep every window moving forward: with no characters or no
+    tokens to spend (``max_chunk_chars = 0``) the splitter never advanced.
+    """
+
+    max_chunk_chars: int = setting(1200, minimum=16, maximum=1_000_000)
+    max_chunk_tokens: int = setting(300, minimum=8, maximum=100_000)
+    overlap_chars: int = setting(150, minimum=0, maximum=1_000_000)
     # When the embedder's context window is known the token budget tightens to
     # window - reserve (intent prefix + special tokens), never below the floor.
-    window_reserve_tokens: int = 16
-    min_chunk_tokens: int = 48
+    window_reserve_tokens: int = setting(16, minimum=0, maximum=100_000)
+    min_chunk_tokens: int = setting(48, minimum=8, maximum=100_000)
+
+    def __post_init__(self) -> None:
+        validate_settings(self, "chunking")
 
     def token_budget(self, context_window: int | None) -> int:
         budget = self.max_chunk_tokens

@@ -11,10 +11,13 @@ from pathlib import Path
 import platformdirs
 
 from kbtui.chunking import ChunkSettings
+from kbtui.embedding.policy import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits
+from kbtui.retrieval.fusion import FUSION_STRATEGIES
+from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
-CONFIG_FILE_NAME = "config.toml"
+EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
 
 
 def kbtui_home() -> Path:
@@ -25,55 +28,75 @@ def kbtui_home() -> Path:
     return platformdirs.user_data_path("kbtui", appauthor=False)
 
 
+HOUR_S = 3600.0
+DAY_S = 86_400.0
+GIB = 1 << 30
+TIB = 1 << 40
+
+
 @dataclass(frozen=True)
 class Config:
+    """Every setting, with its allowed range (checked at construction, so at load)."""
+
     home: Path
-    embedding_provider: str = "local"  # local | ollama | hash
-    embedding_model: str = ""  # ollama: the model tag (default nomic-embed-text:v1.5)
-    embedding_vector_mode: str = "matryoshka512"  # matryoshka512 | native (rollback)
-    ollama_host: str = "http://127.0.0.1:11434"
-    max_embedding_batch_size: int = 32
-    embedding_threads: int = 0  # local: onnxruntime threads (0: one per core, at most 4)
-    embedding_timeout_s: float = 60.0  # one batch of document chunks
-    embedding_query_timeout_s: float = 5.0  # one query, so search degrades quickly
-    embedding_connect_timeout_s: float = 2.0
-    embedding_identity_ttl_s: float = 60.0  # re-read the server's model digest this often
-    embedding_cache_ttl_s: float = 900.0
-    embedding_cache_max_entries: int = 20_000
-    embedding_cache_max_bytes: int = 64 * 1024 * 1024
-    max_document_bytes: int = 256 * 1024 * 1024
+    embedding_provider: str = setting("local", choices=EMBEDDING_PROVIDERS)
+    embedding_model: str = setting("")  # ollama: the model tag (default nomic-embed-text:v1.5)
+    embedding_vector_mode: str = setting("matryoshka512", choices=VECTOR_MODES)  # native: the rollback
+    ollama_host: str = setting("http://127.0.0.1:11434")
+    max_embedding_batch_size: int = setting(32, minimum=1, maximum=4096)
+    # local: onnxruntime threads (0: one per core, at most 4)
+    embedding_threads: int = setting(0, minimum=0, maximum=256)
+    embedding_timeout_s: float = setting(60.0, minimum=0.001, maximum=DAY_S)  # one batch of document chunks
+    # One query, so search degrades quickly.
+    embedding_query_timeout_s: float = setting(5.0, minimum=0.001, maximum=HOUR_S)
+    embedding_connect_timeout_s: float = setting(2.0, minimum=0.001, maximum=HOUR_S)
+    # Re-read the server's model digest this often.
+    embedding_identity_ttl_s: float = setting(60.0, minimum=0.0, maximum=DAY_S)
+    embedding_cache_ttl_s: float = setting(900.0, minimum=0.0, maximum=30 * DAY_S)
+    embedding_cache_max_entries: int = setting(20_000, minimum=0, maximum=100_000_000)
+    embedding_cache_max_bytes: int = setting(64 * 1024 * 1024, minimum=0, maximum=TIB)
+    max_document_bytes: int = setting(256 * 1024 * 1024, minimum=1, maximum=TIB)
     # Repository imports: a larger file is skipped; a scan stops once its files total more.
-    repository_max_file_bytes: int = 16 * 1024 * 1024
-    repository_max_total_bytes: int = 1024 * 1024 * 1024
+    repository_max_file_bytes: int = setting(16 * 1024 * 1024, minimum=1, maximum=TIB)
+    repository_max_total_bytes: int = setting(GIB, minimum=1, maximum=1024 * TIB)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
     extraction: ExtractionLimits = field(default_factory=ExtractionLimits)
-    # Ingestion pipeline (actors)
-    admission_queue_capacity: int = 256
-    max_in_flight: int = 8
-    shutdown_drain_timeout_s: float = 30.0
-    drain_sweep_interval_s: float = 0.5
-    reindex_interval_s: float = 600.0  # 0 turns the scheduled stale-document scan off
-    embedding_retry_initial_s: float = 5.0  # back-off after the provider was unavailable
-    storage_retry_s: float = 30.0  # pause after the disk was full
-    search_limit: int = 10
-    candidate_pool_multiplier: int = 4
-    minimum_candidate_pool: int = 40
-    search_fusion: str = "convex"  # rrf | score_aware | convex (see kbtui.retrieval.fusion)
+    # Ingestion pipeline (actors). Zero capacity or zero in flight would admit nothing: add would hang.
+    admission_queue_capacity: int = setting(256, minimum=1, maximum=1_000_000)
+    max_in_flight: int = setting(8, minimum=1, maximum=1024)
+    shutdown_drain_timeout_s: float = setting(30.0, minimum=0.0, maximum=DAY_S)
+    # The drain sweep's tick: zero would spin a core.
+    drain_sweep_interval_s: float = setting(0.5, minimum=0.01, maximum=HOUR_S)
+    # 0 turns the scheduled stale-document scan off.
+    reindex_interval_s: float = setting(600.0, minimum=0.0, maximum=30 * DAY_S)
+    # Back-off after the provider was unavailable, and the pause after the disk was full.
+    embedding_retry_initial_s: float = setting(5.0, minimum=0.01, maximum=DAY_S)
+    storage_retry_s: float = setting(30.0, minimum=0.01, maximum=DAY_S)
+    search_limit: int = setting(10, minimum=1, maximum=1000)
+    candidate_pool_multiplier: int = setting(4, minimum=1, maximum=100)
+    minimum_candidate_pool: int = setting(40, minimum=1, maximum=100_000)
+    search_fusion: str = setting("convex", choices=FUSION_STRATEGIES)  # see kbtui.retrieval.fusion
     # Optional cross-encoder rerank: a llama-server on loopback ("" turns it off).
-    reranker_url: str = ""
-    reranker_model: str = ""
-    search_latency_budget_ms: float = 500.0  # also the rerank stage's hard deadline
-    adaptive_reranking: bool = True
-    rerank_max_candidates: int = 20
+    reranker_url: str = setting("")
+    reranker_model: str = setting("")
+    # Also the rerank stage's hard deadline.
+    search_latency_budget_ms: float = setting(500.0, minimum=1.0, maximum=HOUR_S * 1000)
+    adaptive_reranking: bool = setting(True)
+    rerank_max_candidates: int = setting(20, minimum=1, maximum=1000)
     # Ask: the Ollama chat model that answers questions with the knowledge tools.
-    chat_model: str = "llama3.2"
-    chat_host: str = ""  # empty: ollama_host
-    chat_timeout_s: float = 120.0
+    chat_model: str = setting("llama3.2")
+    chat_host: str = setting("")  # empty: ollama_host
+    chat_timeout_s: float = setting(120.0, minimum=0.001, maximum=DAY_S)
     # The knowledge tools are offered only to node-local models unless this is true.
-    allow_cloud_model_access: bool = False
+    allow_cloud_model_access: bool = setting(False)
+
+    def __post_init__(self) -> None:
+        validate_settings(self)
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:
+        """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
+        value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
         values: dict[str, object] = {}
         path = home / CONFIG_FILE_NAME
@@ -82,15 +105,21 @@ class Config:
                 values = tomllib.loads(path.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
-        chunking = ChunkSettings(**_known(ChunkSettings, values.pop("chunking", {}) or {}))
-        try:
-            extraction = ExtractionLimits(**_known(ExtractionLimits, values.pop("extraction", {}) or {}))
-        except (TypeError, ValueError) as exc:
-            raise KbtuiError(f"{CONFIG_FILE_NAME}: {exc}") from None
+        chunking = ChunkSettings(**_known(ChunkSettings, _table(values, "chunking")))
+        extraction = ExtractionLimits(**_known(ExtractionLimits, _table(values, "extraction")))
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
         return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
+
+
+def _table(values: dict[str, object], name: str) -> dict[str, object]:
+    table = values.pop(name, None)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise InvalidSetting(f"{CONFIG_FILE_NAME}: {name} must be a table ([{name}])")
+    return table
 
 
 def _known(kind: type, values: dict[str, object]) -> dict[str, object]:

@@ -11,6 +11,8 @@ read model (:mod:`kbtui.reads`), a report, or a plain value.
 from __future__ import annotations
 
 import functools
+import hashlib
+import io
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,12 +24,11 @@ from pykka import ActorRef
 from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.stage import PipelineContext
 from actors.status_writer import published_admission, read_node_status
-from kbtui.collect import collect_files
+from kbtui.collect import AddReport, CollectedFiles, RefusedFile, add_files
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
 from kbtui.errors import OPERATOR_ERRORS, NotFound
-from kbtui.extract import format_for
 from kbtui.follow import FollowResult, follow_documents
 from kbtui.reads import (
     CatalogSnapshot,
@@ -55,7 +56,7 @@ from store import Store, catalog, open_store, repositories
 from store.ann import VectorIndexes
 from store.chunks import ChunkRecord
 from store.db import thread_connection
-from store.models import Document
+from store.models import Document, Status
 from store.node_lock import node_running
 from store.repositories import RegisteredRepository
 from store.vectors import committed_vectors
@@ -75,38 +76,6 @@ def _connected(method: Callable[_P, _R]) -> Callable[_P, _R]:
             return method(*args, **kwargs)
 
     return wrapper
-
-
-@dataclass(frozen=True)
-class AddedFile:
-    """A file ``add`` stored (or found already stored) as a document."""
-
-    path: Path
-    document_id: str
-    created: bool
-    status: str
-
-
-@dataclass(frozen=True)
-class RefusedFile:
-    """A file ``add`` could not store; ``reason`` is content-free."""
-
-    path: Path
-    reason: str
-
-
-@dataclass(frozen=True)
-class AddReport:
-    added: tuple[AddedFile, ...]
-    refused: tuple[RefusedFile, ...]
-
-    @property
-    def document_ids(self) -> list[str]:
-        return list(dict.fromkeys(a.document_id for a in self.added))
-
-    @property
-    def created(self) -> int:
-        return sum(a.created for a in self.added)
 
 
 @dataclass(frozen=True)
@@ -249,35 +218,48 @@ class Node:
     # ------------------------------------------------------------ adding
 
     @_connected
-    def add_paths(self, paths: Sequence[str], collection_id: str) -> AddReport:
-        """Store every supported file under ``paths`` (encrypted) as a Pending
-        document of ``collection_id``; nothing is indexed yet.
+    def add_files(
+        self,
+        collected: CollectedFiles,
+        collection_id: str,
+        *,
+        on_refused: Callable[[RefusedFile], None] | None = None,
+    ) -> AddReport:
+        """Store the files an ``add`` listed (:func:`kbtui.collect.collect_files`,
+        which a face calls first so a bad argument stops everything before the
+        data directory is touched) as Pending documents of ``collection_id``
+        (encrypted); nothing is indexed yet.
 
-        The same bytes already in the collection are the same document. A file
-        that cannot be stored is refused on its own; the others carry on.
+        Each file is on its own: one that cannot be stored is refused with a
+        fixed reason (``on_refused`` hears of it at once) and the rest carry
+        on. The same bytes already in the collection are the same document.
         """
-        added: list[AddedFile] = []
-        refused: list[RefusedFile] = []
-        for path in collect_files(paths):
-            try:
-                outcome = self._add_file(path, collection_id)
-            except OPERATOR_ERRORS as problem:
-                refused.append(RefusedFile(path, problem.message))
-                continue
-            added.append(AddedFile(path, outcome.document_id, outcome.created, outcome.status))
-        return AddReport(tuple(added), tuple(refused))
+        return add_files(
+            self.store, collection_id, collected.files, max_bytes=self.config.max_document_bytes,
+            on_refused=on_refused, skipped_symlinks=collected.skipped_symlinks,
+        )
 
     @_connected
-    def add_file(self, path: Path, collection_id: str, *, fmt: str | None = None) -> AddedFile:
-        """Store one file as a Pending document (``fmt``: the reader to use, else by name)."""
-        outcome = self._add_file(path, collection_id, fmt=fmt)
-        return AddedFile(path, outcome.document_id, outcome.created, outcome.status)
-
-    def _add_file(self, path: Path, collection_id: str, *, fmt: str | None = None) -> catalog.AddOutcome:
-        return catalog.add_document(
-            self.store, collection_id, path, display_name=path.name, fmt=fmt or format_for(path.name) or "text",
-            max_bytes=self.config.max_document_bytes,
-        )
+    def add_at_path(
+        self, data: bytes, collection_id: str, *, source_path: str, display_name: str, fmt: str
+    ) -> catalog.AddOutcome | None:
+        """Store ``data`` as the document at ``source_path`` (identified by the path,
+        never de-duplicated by content). The same bytes already there are that
+        document (a Failed one is queued again); None when the path holds other bytes."""
+        content_hash = hashlib.sha256(data).hexdigest()
+        existing = catalog.document_at(collection_id, source_path)
+        if existing is None:
+            document_id = catalog.create_document(
+                self.store, collection_id, io.BytesIO(data), content_hash=content_hash,
+                display_name=display_name, fmt=fmt, source_path=source_path,
+            )
+            return catalog.AddOutcome(document_id, True, Status.PENDING.value)
+        if existing.content_hash != content_hash:
+            return None
+        if existing.status == Status.FAILED.value:
+            catalog.mark_pending([existing.id])
+            return catalog.AddOutcome(existing.id, False, Status.PENDING.value)
+        return catalog.AddOutcome(existing.id, False, existing.status)
 
     # ------------------------------------------------------------ removing and re-indexing
 

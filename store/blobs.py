@@ -18,7 +18,8 @@ import hashlib
 import io
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -28,7 +29,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from store.errors import BlobCorrupt, StoreError
-from store.files import replace_durably
+from store.files import SourceFile, replace_durably
 
 MAGIC = b"KBTB"
 FORMAT_VERSION = 1
@@ -51,6 +52,14 @@ def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
     return prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
 
 
+@dataclass(frozen=True)
+class SealedBlob:
+    """What :meth:`BlobStore.seal` stored: the plaintext size and its SHA-256."""
+
+    size: int
+    sha256: str
+
+
 class FileChanged(StoreError):
     """The source file changed while it was being stored."""
 
@@ -68,13 +77,17 @@ class BlobStore:
             raise ValueError("invalid blob id")
         return self.root / blob_id
 
-    def write(self, blob_id: str, source: BinaryIO, *, expected_sha256: str | None = None) -> int:
-        """Encrypt ``source`` into the blob ``blob_id``; return the plaintext size.
+    def seal(
+        self, blob_id: str, source: BinaryIO | SourceFile, *, check: Callable[[str], None] | None = None
+    ) -> SealedBlob:
+        """Encrypt ``source`` into the blob ``blob_id`` in one pass, hashing what is encrypted.
 
-        Written to a temp file, fsynced and renamed, so a reader sees the old
-        blob or the new one, never a partial file. If ``expected_sha256`` is
-        given and the bytes read differ, nothing is stored and
-        :class:`FileChanged` is raised.
+        The SHA-256 returned is of exactly the bytes stored: nothing reads the
+        source twice, so a file that changes between a hash and a copy cannot
+        make them disagree. ``check(sha256)`` runs after the last byte was
+        read and before the blob replaces anything (e.g. to call
+        :meth:`SourceFile.finish`); if it raises, nothing is stored. Written to a temp file, fsynced and
+        renamed, so a reader sees the old blob or the new one, never a part.
         """
         salt = secrets.token_bytes(16)
         prefix = secrets.token_bytes(7)
@@ -100,15 +113,28 @@ class BlobStore:
                         break
                     counter += 1
                     current = following
+                if check is not None:
+                    check(digest.hexdigest())
                 out.flush()
                 os.fsync(out.fileno())
-            if expected_sha256 is not None and digest.hexdigest() != expected_sha256:
-                raise FileChanged("the file changed while it was being added; try again")
             replace_durably(tmp, final)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        return size
+        return SealedBlob(size, digest.hexdigest())
+
+    def write(self, blob_id: str, source: BinaryIO, *, expected_sha256: str | None = None) -> int:
+        """Encrypt ``source`` into the blob ``blob_id``; return the plaintext size.
+
+        If ``expected_sha256`` is given and the bytes read differ, nothing is
+        stored and :class:`FileChanged` is raised.
+        """
+
+        def unchanged(sha256: str) -> None:
+            if expected_sha256 is not None and sha256 != expected_sha256:
+                raise FileChanged("the file changed while it was being added; try again")
+
+        return self.seal(blob_id, source, check=unchanged).size
 
     def write_bytes(self, blob_id: str, data: bytes) -> int:
         return self.write(blob_id, io.BytesIO(data))

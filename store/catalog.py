@@ -5,7 +5,6 @@ Every write here is one ``BEGIN IMMEDIATE`` transaction (the database default).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import uuid
@@ -18,9 +17,10 @@ import numpy as np
 from peewee import IntegrityError
 
 from store import Store
-from store.blobs import open_name, seal_name
+from store.blobs import FileChanged, SealedBlob, open_name, seal_name
 from store.db import database
 from store.errors import NotFound, StoreError
+from store.files import open_source
 from store.id_batches import id_batches
 from store.models import (
     NON_TERMINAL,
@@ -46,14 +46,6 @@ class AddOutcome:
     status: str
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def ensure_collection(collection_id: str) -> None:
     Collection.insert(id=collection_id, created_at=time.time()).on_conflict_ignore().execute()
 
@@ -75,32 +67,37 @@ def add_document(
     fmt: str,
     max_bytes: int | None = None,
 ) -> AddOutcome:
-    """Store ``source`` encrypted and record it as a Pending document.
+    """Store the file at ``source`` encrypted and record it as a Pending document.
+
+    The file is opened once (:func:`store.files.open_source`: no symlink, no
+    FIFO, a regular file only) and read once, under ``max_bytes`` counted on
+    the bytes actually read; they are hashed as they are encrypted, so the
+    stored bytes and the content hash cannot disagree, and a file that changed
+    while being read stores nothing. Raises :class:`store.files.SourceRefused` for a file
+    that is not read.
 
     The same bytes added twice to one collection are one document; re-adding
     a Failed document's bytes queues it again. The blob is written before the
     row, so a crash in between leaves only an orphan blob (swept at start-up).
     """
-    size = source.stat().st_size
-    if max_bytes is not None and size > max_bytes:
-        raise StoreError(f"file is larger than the {max_bytes // (1 << 20)} MiB limit")
-    content_hash = file_sha256(source)
-    existing = _upload_with_hash(collection_id, content_hash)
-    if existing is not None:
-        return _readd_existing(existing)
-    try:
-        with open(source, "rb") as handle:
-            document_id = create_document(
-                store, collection_id, handle,
-                content_hash=content_hash, display_name=display_name, fmt=fmt,
+    document_id = uuid.uuid4().hex
+    with open_source(source, max_bytes=max_bytes) as opened:
+        sealed = store.blobs.seal(document_id, opened, check=lambda _sha256: opened.finish())
+    existing = _upload_with_hash(collection_id, sealed.sha256)
+    if existing is None:
+        try:
+            _insert_pending(
+                store, document_id, collection_id, sealed,
+                display_name=display_name, fmt=fmt, source_path=None, also=None,
             )
-    except IntegrityError:
-        # Another process added the same bytes between our check and insert.
-        existing = _upload_with_hash(collection_id, content_hash)
-        if existing is None:
-            raise
-        return _readd_existing(existing)
-    return AddOutcome(document_id, True, Status.PENDING.value)
+            return AddOutcome(document_id, True, Status.PENDING.value)
+        except IntegrityError:
+            # Another process added the same bytes between our check and insert.
+            existing = _upload_with_hash(collection_id, sealed.sha256)
+            if existing is None:
+                raise
+    store.blobs.delete(document_id)
+    return _readd_existing(existing)
 
 
 def create_document(
@@ -117,11 +114,42 @@ def create_document(
     """Write the encrypted blob, then the Pending row (and ``also(document_id)``,
     e.g. a repository link) in one transaction; return the new document id.
 
+    No content de-duplication happens here: with a ``source_path`` the
+    document is identified by its path, so identical bytes at two paths stay
+    two documents. Without one the database still refuses a second upload of
+    the same bytes to a collection (``IntegrityError``): use
+    :func:`add_document` for uploads.
+
     A crash between the two leaves only an orphan blob (swept at start-up); a
-    failed transaction deletes the blob it wrote.
+    failed transaction deletes the blob it wrote. Nothing is stored when the
+    bytes read do not hash to ``content_hash`` (:class:`FileChanged`).
     """
     document_id = uuid.uuid4().hex
-    size = store.blobs.write(document_id, source, expected_sha256=content_hash)
+
+    def unchanged(sha256: str) -> None:
+        if sha256 != content_hash:
+            raise FileChanged("the file changed while it was being added; try again")
+
+    sealed = store.blobs.seal(document_id, source, check=unchanged)
+    _insert_pending(
+        store, document_id, collection_id, sealed,
+        display_name=display_name, fmt=fmt, source_path=source_path, also=also,
+    )
+    return document_id
+
+
+def _insert_pending(
+    store: Store,
+    document_id: str,
+    collection_id: str,
+    sealed: SealedBlob,
+    *,
+    display_name: str,
+    fmt: str,
+    source_path: str | None,
+    also: Callable[[str], None] | None,
+) -> None:
+    """The Pending row for an already written blob; the blob is deleted if the row is not written."""
     now = time.time()
     try:
         with database.atomic():
@@ -129,11 +157,11 @@ def create_document(
             Document.create(
                 id=document_id,
                 collection=collection_id,
-                content_hash=content_hash,
+                content_hash=sealed.sha256,
                 display_name=seal_name(store.node_key, document_id, display_name),
                 format=fmt,
                 source_path=source_path,
-                size_bytes=size,
+                size_bytes=sealed.size,
                 status=Status.PENDING.value,
                 created_at=now,
                 updated_at=now,
@@ -144,7 +172,11 @@ def create_document(
     except BaseException:
         store.blobs.delete(document_id)
         raise
-    return document_id
+
+
+def document_at(collection_id: str, source_path: str) -> Document | None:
+    """The document a collection holds at ``source_path``, if any."""
+    return Document.get_or_none((Document.collection == collection_id) & (Document.source_path == source_path))
 
 
 def _upload_with_hash(collection_id: str, content_hash: str) -> Document | None:

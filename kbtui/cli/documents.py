@@ -9,10 +9,11 @@ import click
 from rich.table import Table
 
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
+from kbtui.collect import RefusedFile, collect_files
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
-from kbtui.printable import human_size
+from kbtui.printable import human_size, printable
 from kbtui.reads import DocumentRow
 
 @cli.command()
@@ -29,24 +30,29 @@ def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_w
     the command follows them to Indexed or Failed, unless --no-wait.
     """
     collection_id = canonical_collection_id(collection)
+    collected = collect_files(paths)
     node = open_node(ctx)
-    report = node.add_paths(paths, collection_id)
-    for refused in report.refused:
-        click.echo(f"kbtui: {shown(str(refused.path))}: {refused.reason}", err=True)
+    report = node.add_files(collected, collection_id, on_refused=_print_refusal)
     ids = report.document_ids
     result = None if no_wait or not ids else node.index_and_follow(ids, show_progress=False if as_json else None)
     rows = {row.document_id: row for row in node.documents(document_ids=ids)}
     if as_json:
         click.echo(json.dumps([
-            {**document_json(rows[a.document_id]), "created": a.created} for a in report.added if a.document_id in rows
+            {**document_json(rows[outcome.document_id]), "created": outcome.created}
+            for _, outcome in report.added if outcome.document_id in rows
         ], indent=2))
     else:
-        _print_documents(list(rows.values()))
-        line = f"{report.created} added, {len(report.added) - report.created} already present"
-        if report.refused:
-            line += f", {len(report.refused)} refused"
-        stdout.print(line + "; " + _outcome_line(len(ids), result))
+        summary = report.summary()
+        if rows:
+            _print_documents(list(rows.values()))
+            summary += "; " + _outcome_line(len(ids), result)
+        stdout.print(summary)
     return 1 if report.refused else _exit_code(result)
+
+
+def _print_refusal(refused: RefusedFile) -> None:
+    """One line per refused file on the operator's terminal: the path they typed and a fixed reason."""
+    click.echo(f"kbtui: {printable(refused.file.shown)}: not added, {refused.reason.explanation}", err=True)
 
 
 def _outcome_line(queued: int, result: FollowResult | None) -> str:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -190,7 +194,6 @@ def eval_command(
     knowledge base (your own is not touched), ranks documents by their best
     chunk, and reports lexical-only, vector-only and hybrid search.
     """
-    import contextlib
     import dataclasses
     import tempfile
 
@@ -202,6 +205,9 @@ def eval_command(
     if eval_home is not None:
         _claim_eval_home(eval_home, Path(ctx.obj.home), collection.name, chosen_provider)
     with contextlib.ExitStack() as stack:
+        # The temporary knowledge base holds a key and the corpus's text: it must
+        # go on SIGTERM too, not only on Ctrl-C (entered first, so it is left last).
+        stack.enter_context(_terminate_as_interrupt())
         home = eval_home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbtui-eval-home-")))
         config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
         node = Node.open(config)
@@ -229,6 +235,28 @@ def eval_command(
 
 
 EVAL_HOME_MARKER = "kbtui-eval.json"
+# Bumped when eval stores a set differently (2: each BEIR document at its id as source path).
+EVAL_HOME_LAYOUT = 2
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as SIGINT does, so every
+    ``finally`` and context manager on the way out runs (the command exits 130).
+    Only the first: a repeated SIGTERM does not cut the clean-up short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _claim_eval_home(home: Path, own_home: Path, collection: str, provider: str) -> None:
@@ -238,14 +266,14 @@ def _claim_eval_home(home: Path, own_home: Path, collection: str, provider: str)
     if home.resolve() == own_home.resolve():
         raise click.UsageError("--home must not be your own knowledge base")
     marker = home / EVAL_HOME_MARKER
-    wanted = {"collection": collection, "provider": provider}
+    wanted = {"collection": collection, "provider": provider, "layout": EVAL_HOME_LAYOUT}
     if marker.exists():
         try:
             made = json.loads(marker.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             made = None
         if made != wanted:
-            raise click.UsageError(f"{home} was made for another collection or provider; use a new directory")
+            raise click.UsageError(f"{home} was made for another collection or provider (or by an older kbtui); use a new directory")
         return
     if home.exists() and any(home.iterdir()):
         raise click.UsageError(f"{home} is not empty and was not made by kbtui eval")

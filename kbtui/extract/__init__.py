@@ -25,7 +25,9 @@ ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 
 # Bumped whenever a reader's output changes for the same input; stored on every
 # document so the reindexer can find documents extracted by an older parser.
-PARSER_VERSION = 2
+# 3: a document of headings only is indexed by its headings; an HTML text node
+# over libxml2's 10 MB no longer fails the whole page.
+PARSER_VERSION = 3
 
 # Fixed, content-free reasons an extraction fails with.
 EXTRACT_TIMEOUT = "extract_timeout"  # the parser did not finish before the deadline
@@ -72,6 +74,23 @@ def extract(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) ->
     """
     if len(data) > limits.max_input_bytes:
         raise ExtractionFailed(EXTRACT_TOO_LARGE)
+    return headings_as_text(_read(data, fmt, limits))
+
+
+def headings_as_text(elements: list[Element]) -> list[Element]:
+    """A document of headings only (a README that is just a title) still has text:
+    each heading also becomes a paragraph of its section, instead of the document
+    failing as ``no_text``. Any other document is returned as it is."""
+    if not elements or any(element.kind != "heading" for element in elements):
+        return elements
+    with_text: list[Element] = []
+    for heading in elements:
+        with_text.append(heading)
+        with_text.append(Element("paragraph", heading.text, start=heading.start, end=heading.end, page=heading.page))
+    return with_text
+
+
+def _read(data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
     found = FORMAT_BY_NAME.get(fmt)
     if found is None:
         raise ExtractionFailed(EXTRACT_UNSUPPORTED)

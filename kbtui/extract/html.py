@@ -4,8 +4,14 @@ A deterministic walk over lxml's tree (no content scoring): boilerplate such
 as navigation, footers, sidebars, scripts and styles is dropped by tag and
 ARIA role, and when the page marks its main content (``<main>`` or
 ``role="main"``) only that is read. The parser never resolves entities or
-touches the network; libxml2's own nesting limit (256) and our depth check
-turn pathological nesting into ``extract_too_large`` instead of a hang.
+touches the network.
+
+libxml2's "huge" mode is on: without it one text node or attribute over 10 MB
+(a ``data:`` image, an inline blob) stops the parse and the whole page failed.
+What that mode lifts is bounded here instead: the input by
+``max_input_bytes``, the text by ``max_extracted_chars``, memory by the
+worker's cap, and nesting by our depth check (libxml2 still stops at 2048
+levels), so pathological nesting is ``extract_too_large``, never a hang.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from kbtui.extract import Element, ExtractionFailed
 from kbtui.extract.collect import ElementCollector
 from kbtui.extract.limits import ExtractionLimits
 
-# Deeper than libxml2 lets a tree grow; reaching it means the limit moved.
+# Deeper than any real page nests; libxml2 itself stops at 2048 in huge mode.
 MAX_DEPTH = 512
 
 HEADING_LEVELS = {f"h{n}": n for n in range(1, 7)}
@@ -63,7 +69,7 @@ def decode_html(data: bytes) -> str:
 
 def _parser() -> etree.HTMLParser:
     return etree.HTMLParser(
-        no_network=True, remove_comments=True, remove_pis=True, huge_tree=False, recover=True,
+        no_network=True, remove_comments=True, remove_pis=True, huge_tree=True, recover=True,
     )
 
 

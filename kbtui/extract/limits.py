@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kbtui.settings import setting, validate_settings
+
 MIB = 1024 * 1024
+TIB = 1 << 40
+HOUR_S = 3600.0
+DAY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -18,34 +23,25 @@ class ExtractionLimits:
     # a base plus an allowance per MiB of input, so a legitimately huge
     # manual (pypdf reads about 50 pages/s) is not cut off while a small
     # hostile file is stopped quickly.
-    timeout_seconds: float = 30.0
-    timeout_seconds_per_mib: float = 10.0
+    timeout_seconds: float = setting(30.0, minimum=0.01, maximum=DAY_S)
+    timeout_seconds_per_mib: float = setting(10.0, minimum=0.0, maximum=HOUR_S)
     # Input bytes handed to a parser.
-    max_input_bytes: int = 128 * MIB
+    max_input_bytes: int = setting(128 * MIB, minimum=1, maximum=TIB)
     # Characters of extracted text: the decompression-bomb guard for every format.
-    max_extracted_chars: int = 16 * 1024 * 1024
+    max_extracted_chars: int = setting(16 * 1024 * 1024, minimum=1, maximum=TIB)
     # Address-space cap (RLIMIT_AS) of the worker process.
-    max_memory_bytes: int = 3 * 1024 * MIB
+    max_memory_bytes: int = setting(3 * 1024 * MIB, minimum=64 * MIB, maximum=TIB)
     # Largest decoded PDF stream; pypdf's own cap is tightened to this.
-    max_pdf_stream_bytes: int = 64 * MIB
+    max_pdf_stream_bytes: int = setting(64 * MIB, minimum=1, maximum=TIB)
     # DOCX zip pre-checks, before any XML is parsed.
-    max_zip_entries: int = 10_000
-    max_zip_uncompressed_bytes: int = 512 * MIB
-    max_zip_ratio: int = 100
+    max_zip_entries: int = setting(10_000, minimum=1, maximum=100_000_000)
+    max_zip_uncompressed_bytes: int = setting(512 * MIB, minimum=1, maximum=TIB)
+    max_zip_ratio: int = setting(100, minimum=1, maximum=1_000_000)
     # Worker processes kept alive for extraction (documents parsed at once).
-    worker_processes: int = 2
+    worker_processes: int = setting(2, minimum=1, maximum=256)
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_input_bytes", "max_extracted_chars", "max_memory_bytes", "max_pdf_stream_bytes",
-            "max_zip_entries", "max_zip_uncompressed_bytes", "max_zip_ratio", "worker_processes",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"extraction.{name} must be positive")
-        if self.timeout_seconds <= 0:
-            raise ValueError("extraction.timeout_seconds must be positive")
-        if self.timeout_seconds_per_mib < 0:
-            raise ValueError("extraction.timeout_seconds_per_mib must not be negative")
+        validate_settings(self, "extraction")
 
     def deadline_seconds(self, input_bytes: int) -> float:
         """The parsing deadline for a document of ``input_bytes`` bytes."""

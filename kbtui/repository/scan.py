@@ -8,11 +8,12 @@ the tree:
 * every directory on the way is opened relative to its parent with
   ``O_NOFOLLOW | O_DIRECTORY``, so a directory swapped for a symlink is refused;
 * the file is ``lstat``-ed (symlinks and non-regular files refused), then
-  opened with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO can never block), then
+  opened with :func:`store.files.open_source` (the primitive ``kbtui add``
+  uses too): ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO can never block), then
   ``fstat``-ed and its device/inode compared with the ``lstat`` result, so a
   file swapped between check and open is refused;
-* reads are bounded by the per-file limit and the aggregate budget, and a file
-  that changes while being read is refused.
+* reads are bounded by the per-file limit (counted on the bytes read) and the
+  aggregate budget, and a file that changes while being read is refused.
 
 Nothing here touches the database: the scan yields outcomes, the importer
 decides what they mean for the catalog.
@@ -38,14 +39,13 @@ from kbtui.repository.git import (
 )
 from kbtui.repository.paths import normalise_source_path
 from kbtui.repository.rules import VIRTUALENV_MARKER, SkipReason, path_skip_reason
+from store.files import SourceFile, SourceRefused, open_source
 
 log = logging.getLogger(__name__)
 
 SNIFF_BYTES = 8000  # as much as git looks at to call a file binary
-_READ_BLOCK = 1 << 20
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 # Called with the source path after the file was checked and before it is
 # opened: the seam where tests swap the file, as an attacker would.
@@ -275,45 +275,20 @@ class RepositoryScan:
         if self._before_open is not None:
             self._before_open(source_path)
         try:
-            fd = os.open(name, _FILE_FLAGS, dir_fd=directory_fd)
-        except OSError as exc:
-            raise _refusal_for(exc) from None
-        try:
-            return self._read_open_file(fd, checked)
-        finally:
-            os.close(fd)
+            with open_source(name, dir_fd=directory_fd, checked=checked, max_bytes=self.limits.max_file_bytes) as source:
+                return self._read_open_file(source)
+        except SourceRefused as refused:
+            raise _Refused(SkipReason(refused.reason.value), refused.size) from None
 
-    def _read_open_file(self, fd: int, checked: os.stat_result) -> bytes:
-        opened = os.fstat(fd)
-        if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino) or not stat.S_ISREG(opened.st_mode):
-            raise _Refused(SkipReason.SWAPPED)
-        size = opened.st_size
+    def _read_open_file(self, source: SourceFile) -> bytes:
+        size = source.size
         if size == 0:
             raise _Refused(SkipReason.EMPTY)
-        if size > self.limits.max_file_bytes:
-            raise _Refused(SkipReason.TOO_LARGE, size)
         if self.budget_exhausted or self.bytes_accepted + size > self.limits.max_total_bytes:
             self.budget_exhausted = True
             raise _Refused(SkipReason.AGGREGATE_LIMIT, size)
-        try:
-            data = _read_at_most(fd, size + 1)
-            after = os.fstat(fd)
-        except OSError:
-            raise _Refused(SkipReason.UNREADABLE, size) from None
-        if len(data) != size or (after.st_size, after.st_mtime_ns) != (size, opened.st_mtime_ns):
-            raise _Refused(SkipReason.CHANGED_DURING_READ, size)
+        data = source.read()
+        source.finish()
         if b"\x00" in data[:SNIFF_BYTES] and not data.startswith(_TEXT_BOMS):
             raise _Refused(SkipReason.BINARY, size)
         return data
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = limit
-    while remaining > 0:
-        block = os.read(fd, min(remaining, _READ_BLOCK))
-        if not block:
-            break
-        parts.append(block)
-        remaining -= len(block)
-    return b"".join(parts)

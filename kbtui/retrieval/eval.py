@@ -11,16 +11,19 @@ that need several sources).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import math
-import tempfile
+import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from kbtui.errors import KbtuiError
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
 
 EVAL_MODES = ("lexical", "vector", "hybrid")
@@ -91,34 +94,121 @@ class BeirCollection:
     qrels: dict[str, dict[str, int]]  # query id -> {doc id: grade > 0}
 
 
+class InvalidEvalSet(KbtuiError):
+    """A BEIR directory that cannot be evaluated faithfully (exit 2): one line saying where."""
+
+
 def load_beir(directory: Path, split: str = "test") -> BeirCollection:
     """Read a BEIR-layout directory: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.
 
+    Strict, because a silently skipped line is a silently wrong score: a file
+    that is missing, not UTF-8, a line that is not a JSON object or lacks an
+    ``_id``, an id or query given twice, a grade that is not an integer, or a
+    set left empty is an :class:`InvalidEvalSet` naming the file and line.
     Only queries with at least one relevant document are kept.
     """
-    documents = []
-    with open(directory / "corpus.jsonl", encoding="utf-8") as corpus:
-        for line in corpus:
-            if line.strip():
-                record = json.loads(line)
-                documents.append(BeirDocument(str(record["_id"]), record.get("title") or "", record.get("text") or ""))
-    queries = {}
-    with open(directory / "queries.jsonl", encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                record = json.loads(line)
-                queries[str(record["_id"])] = record.get("text") or ""
-    qrels: dict[str, dict[str, int]] = {}
-    with open(directory / "qrels" / f"{split}.tsv", encoding="utf-8") as lines:
-        for number, line in enumerate(lines):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) < 3 or (number == 0 and not parts[2].lstrip("-").isdigit()):
-                continue  # the header
-            query_id, doc_id, grade = parts[0], parts[1], int(parts[2])
-            if grade > 0:
-                qrels.setdefault(query_id, {})[doc_id] = grade
+    documents: list[BeirDocument] = []
+    seen_documents: dict[str, int] = {}
+    for number, record in _json_lines(directory / "corpus.jsonl"):
+        doc_id = _record_id(record, "corpus.jsonl", number, seen_documents)
+        documents.append(BeirDocument(
+            doc_id,
+            _text_field(record, "title", "corpus.jsonl", number),
+            _text_field(record, "text", "corpus.jsonl", number),
+        ))
+    queries: dict[str, str] = {}
+    seen_queries: dict[str, int] = {}
+    for number, record in _json_lines(directory / "queries.jsonl"):
+        query_id = _record_id(record, "queries.jsonl", number, seen_queries)
+        queries[query_id] = _text_field(record, "text", "queries.jsonl", number)
+    qrels = _read_qrels(directory / "qrels" / f"{split}.tsv", f"qrels/{split}.tsv")
+    if not documents:
+        raise InvalidEvalSet("BEIR corpus.jsonl holds no documents")
+    if not queries:
+        raise InvalidEvalSet("BEIR queries.jsonl holds no queries")
     judged = {q: text for q, text in queries.items() if q in qrels}
+    if not judged:
+        raise InvalidEvalSet(f"BEIR qrels/{split}.tsv judges no query of queries.jsonl relevant to any document")
     return BeirCollection(directory.name, documents, judged, {q: qrels[q] for q in judged})
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Numbered lines of a UTF-8 file; a missing file or bad bytes is an InvalidEvalSet."""
+    name = path.name if path.parent.name != "qrels" else f"qrels/{path.name}"
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise InvalidEvalSet(f"the BEIR directory has no {name}") from None
+    except OSError:
+        raise InvalidEvalSet(f"BEIR {name} cannot be read") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidEvalSet(f"BEIR {name} line {number}: not valid UTF-8") from None
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise InvalidEvalSet(f"BEIR {path.name} line {number}: not valid JSON") from None
+        if not isinstance(record, dict):
+            raise InvalidEvalSet(f"BEIR {path.name} line {number}: not a JSON object")
+        yield number, record
+
+
+def _record_id(record: dict, name: str, number: int, seen: dict[str, int]) -> str:
+    raw = record.get("_id")
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)) or not str(raw).strip():
+        raise InvalidEvalSet(f"BEIR {name} line {number}: no _id (a string or an integer)")
+    identifier = str(raw)
+    if identifier in seen:
+        raise InvalidEvalSet(f"BEIR {name} line {number}: the _id of line {seen[identifier]} again")
+    seen[identifier] = number
+    return identifier
+
+
+def _text_field(record: dict, key: str, name: str, number: int) -> str:
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidEvalSet(f"BEIR {name} line {number}: {key} is not a string")
+    return value
+
+
+def _read_qrels(path: Path, name: str) -> dict[str, dict[str, int]]:
+    """query id -> {doc id: grade > 0}; the first line may be a header."""
+    qrels: dict[str, dict[str, int]] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        parts = line.rstrip("\r\n").split("\t")
+        if len(parts) < 3:
+            raise InvalidEvalSet(f"BEIR {name} line {number}: expected query-id, corpus-id and score separated by tabs")
+        query_id, doc_id, raw_grade = parts[0], parts[1], parts[2].strip()
+        if not _INTEGER.fullmatch(raw_grade):
+            if number == 1:
+                continue  # the header
+            raise InvalidEvalSet(f"BEIR {name} line {number}: the score is not an integer")
+        if (query_id, doc_id) in seen:
+            raise InvalidEvalSet(f"BEIR {name} line {number}: the pair of line {seen[query_id, doc_id]} again")
+        seen[query_id, doc_id] = number
+        grade = int(raw_grade)
+        if grade > 0:
+            qrels.setdefault(query_id, {})[doc_id] = grade
+    if not seen:
+        raise InvalidEvalSet(f"BEIR {name} holds no judgements")
+    return qrels
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def beir_markdown(document: BeirDocument) -> str:
@@ -216,20 +306,30 @@ class BeirRun:
 
 
 def ingest_beir(node, collection: BeirCollection, collection_id: str, *, show_progress: bool) -> tuple[dict[str, str], dict[str, str]]:
-    """Write each BEIR document as a Markdown file, add it, and index everything
-    through the node's actor pipeline, like ``kbtui add``. Returns document id
-    -> BEIR id, and document id -> final status."""
+    """Add each BEIR document as its own document and index everything through the
+    node's actor pipeline. Returns document id -> BEIR id, and document id -> final status.
+
+    Each document is identified by its position in the corpus (a zero-padded
+    number as its path: never matched by a query word, unlike the BEIR id, which
+    the full-text index would weigh like a file path), never de-duplicated by
+    content: two ids with the same text stay two documents, as the qrels count
+    them. Sealed straight from memory, so no plaintext copy of the corpus is
+    written anywhere. A document already at its path (``kbtui eval --home``)
+    with the same bytes is reused; with other bytes the set changed and the run stops.
+    """
     labels: dict[str, str] = {}
-    with tempfile.TemporaryDirectory(prefix="kbtui-eval-") as scratch:
-        folder = Path(scratch)
-        for number, document in enumerate(collection.documents):
-            if not (document.title.strip() or document.text.strip()):
-                continue  # nothing to index (Cranfield has one): it could only fail as no_text
-            path = folder / f"{number:06d}.md"
-            path.write_text(beir_markdown(document), encoding="utf-8")
-            labels[node.add_file(path, collection_id, fmt="markdown").document_id] = document.doc_id
-        statuses = node.index(list(labels), show_progress=show_progress)
-    return labels, statuses
+    for number, document in enumerate(collection.documents):
+        if not (document.title.strip() or document.text.strip()):
+            continue  # nothing to index (Cranfield has one): it could only fail as no_text
+        added = node.add_at_path(
+            beir_markdown(document).encode("utf-8"), collection_id,
+            source_path=f"{number:06d}", display_name=f"{number:06d}.md", fmt="markdown",
+        )
+        if added is None:
+            raise InvalidEvalSet("the --home knowledge base holds another version of this BEIR set; use a new directory")
+        labels[added.document_id] = document.doc_id
+    # The real ingestion path: the node's actor pipeline, like `kbtui add`.
+    return labels, node.index(list(labels), show_progress=show_progress)
 
 
 def run_beir(

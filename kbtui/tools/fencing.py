@@ -7,11 +7,15 @@ cannot know the nonce, and anything in it that *looks* like a marker is
 replaced before wrapping, so the only marker-like text in a response is the
 real fence.
 
-"Looks like" is judged on a skeleton of the text: format characters
-(zero-width, BiDi controls) and combining marks removed, each character
-NFKC-normalised (fullwidth ``＜ＫＢ`` becomes ``<kb``) and case-folded, and a
-short table of common Cyrillic/Greek/small-capital look-alikes mapped to the
-Latin letters they imitate.
+"Looks like" is judged on a skeleton of the text, character by character:
+format characters (zero-width, BiDi controls) and combining marks removed,
+then Unicode's confusable folding (the UTS #39 skeleton, from the ``disarm``
+package, which ships the Unicode 17 confusables data: NFKC, so fullwidth
+``＜ＫＢ`` becomes ``<kb``; every look-alike to its prototype, so a Greek
+capital Nu or a Cherokee ``Ꮶ`` becomes ``n`` or ``k``; and case folding to a
+fixed point), and last a short table of look-alikes TR39 leaves alone (Cyrillic
+``и`` for ``u``). Any run of separators (anything not a letter or digit in the
+skeleton) between marker words counts as one, however long it is.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import re
 import secrets
 import unicodedata
 from dataclasses import dataclass
+
+from disarm import skeleton_key as confusable_skeleton
 
 CONTENT_TRUST = "untrusted-document"
 
@@ -32,19 +38,21 @@ END_WORD = "END"
 # marker keyword, so a replacement can never create a new match.
 MARKER_PLACEHOLDER = "[fence marker removed]"
 
-# Marker-like text in the skeleton: "kb" and "untrusted" joined by up to eight
-# separators (any non-alphanumeric), or "untrusted" followed by begin/end.
-_SEPARATORS = "[^a-z0-9]{0,8}"
+# Marker-like text in the skeleton: "kb" and "untrusted" joined by any run of
+# separators (anything not alphanumeric), or "untrusted" followed by begin/end.
+# TR39 folds a capital I (and 1, |) to l, so "BEGIN" reads "begln".
+_SEPARATORS = "[^a-z0-9]*"
+_BEGIN_OR_END = "(?:beg[il]n|end)"
 _MARKER_LIKE = re.compile(
-    rf"kb{_SEPARATORS}untrusted(?:{_SEPARATORS}(?:begin|end))?|untrusted{_SEPARATORS}(?:begin|end)"
+    rf"kb{_SEPARATORS}untrusted(?:{_SEPARATORS}{_BEGIN_OR_END})?|untrusted{_SEPARATORS}{_BEGIN_OR_END}"
 )
 
 # Invisible characters that are letters, not format characters (Hangul fillers,
 # the braille blank): dropped from the skeleton like zero-width characters.
 _INVISIBLE_LETTERS = frozenset({0x115F, 0x1160, 0x3164, 0xFFA0, 0x2800})
 
-# Look-alikes NFKC leaves alone, for the letters the marker words are made of
-# (and a few neighbours). Deliberately small: not the full UTS #39 table.
+# Look-alikes the UTS #39 data leaves alone, for the letters the marker words
+# are made of (and a few neighbours), applied after the confusable folding.
 _LATIN_LOOKALIKES = str.maketrans({
     # Cyrillic
     "а": "a", "в": "b", "ь": "b", "е": "e", "ё": "e", "г": "r", "и": "u", "і": "i", "ї": "i",
@@ -66,16 +74,27 @@ def strip_format_characters(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
+_INVISIBLE_CATEGORIES = ("Cf", "Mn", "Me")
+
+
 @functools.lru_cache(maxsize=16384)  # texts repeat few distinct characters
 def _skeleton_piece(ch: str) -> str:
-    if ord(ch) in _INVISIBLE_LETTERS or unicodedata.category(ch) in ("Cf", "Mn", "Me"):
+    if ord(ch) in _INVISIBLE_LETTERS or unicodedata.category(ch) in _INVISIBLE_CATEGORIES:
         return ""
-    normalised = unicodedata.normalize("NFKC", ch).casefold().translate(_LATIN_LOOKALIKES)
-    return "".join(c for c in normalised if unicodedata.category(c) not in ("Cf", "Mn", "Me"))
+    # Accents never disguise a letter: drop marks after canonical decomposition.
+    base = "".join(c for c in unicodedata.normalize("NFD", ch) if unicodedata.category(c) not in _INVISIBLE_CATEGORIES)
+    folded = confusable_skeleton(base, digit_policy="tr39").casefold().translate(_LATIN_LOOKALIKES)
+    return "".join(c for c in folded if unicodedata.category(c) not in _INVISIBLE_CATEGORIES)
+
+
+# ASCII text (most of it) takes one str.translate instead of a call per character.
+_ASCII_SKELETON = {code: _skeleton_piece(chr(code)) for code in range(128)}
 
 
 def skeleton(text: str) -> str:
     """The view of ``text`` on which marker look-alikes are detected."""
+    if text.isascii():
+        return text.translate(_ASCII_SKELETON)
     return "".join(map(_skeleton_piece, text))
 
 
@@ -91,8 +110,8 @@ def contains_marker_like_text(text: str) -> bool:
 
 def neutralise(text: str) -> str:
     """``text`` without format characters and with every marker look-alike replaced."""
-    if text.isascii() and _MARKER_LIKE.search(text.lower()) is None:
-        return text  # fast path: for ASCII the skeleton is just the lower case
+    if text.isascii() and _MARKER_LIKE.search(text.translate(_ASCII_SKELETON)) is None:
+        return text  # fast path: nothing to strip or replace
     text = strip_format_characters(text)
     while True:
         pieces = list(map(_skeleton_piece, text))

@@ -35,6 +35,7 @@ from textual.worker import Worker, WorkerState
 
 from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
+from kbtui.collect import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.config import Config
 from kbtui.errors import OPERATOR_ERRORS
@@ -393,12 +394,14 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="catalog", exit_on_error=False)
     def add_path(self, raw: str, collection_id: str) -> None:
-        """Add a file (or every supported file under a directory) as Pending documents."""
-        report = self.node.add_paths([os.path.expanduser(raw)], collection_id)
+        """Add a file (or every supported file under a directory) as Pending documents.
+
+        A file that cannot be stored (vanished, not a regular file, unreadable,
+        too large, changed while read) is counted by reason; the rest are added.
+        """
+        report = self.node.add_files(collect_files([os.path.expanduser(raw)]), collection_id)
         self._sweep_now()
-        summary = f"{report.created} added, {len(report.added) - report.created} already present"
-        if report.refused:
-            summary += f", {len(report.refused)} refused"
+        summary = report.summary()
         self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
 
     def on_delete_requested(self, message: DeleteRequested) -> None:

@@ -96,3 +96,25 @@ def test_an_absurd_colspan_is_just_a_cell():
 def test_empty_page_has_no_elements():
     assert extract(b"", "html") == []
     assert extract(b"<html><body><nav>only a menu</nav></body></html>", "html") == []
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        '<img alt="chart" src="data:image/png;base64,{}">',  # a data: image, 11 MB in one attribute
+        "<p>{}</p>",  # a huge inline blob as one text node
+        "<script>var bundle = '{}';</script>",  # a huge inline script (skipped, but parsed)
+    ],
+    ids=["data-image", "text-node", "script"],
+)
+def test_one_node_over_ten_megabytes_does_not_cost_the_rest_of_the_page(blob):
+    # libxml2 stops at a 10 MB node unless told otherwise: the page failed whole
+    # (issue 16, finding 10). The other text is read, within the extraction caps.
+    page = (
+        "<html><body><h1>Quarterly report</h1><p>before the blob</p>"
+        + blob.format("QUJD" * 2_750_000)
+        + "<p>after the blob</p></body></html>"
+    )
+    texts = [e.text for e in extract(page.encode(), "html")]
+    assert texts[:2] == ["Quarterly report", "before the blob"]
+    assert texts[-1] == "after the blob"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbtui.chunking import chunk_document
 from kbtui.extract import ExtractionFailed, ExtractionLimits, extract, format_for
 
 
@@ -105,6 +106,27 @@ def test_rst_titles_by_adornment_and_code_blocks():
     ]
     code = elements[2]
     assert RST[code.start:code.end].strip() == "kbtui status --json"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "rst", "html"])
+def test_a_document_of_headings_only_is_indexed_by_its_headings(fmt):
+    # A README that is only a title failed as no_text (issue 16, finding 10).
+    source = {
+        "markdown": "# Runbook index\n\n## Contacts\n",
+        "rst": "Runbook index\n=============\n\nContacts\n--------\n",
+        "html": "<h1>Runbook index</h1><h2>Contacts</h2>",
+    }[fmt]
+    elements = extract(source.encode(), fmt)
+    assert [(e.kind, e.text) for e in elements] == [
+        ("heading", "Runbook index"), ("paragraph", "Runbook index"), ("heading", "Contacts"), ("paragraph", "Contacts"),
+    ]
+    _, chunks = chunk_document("doc", elements)
+    assert [c.heading_path for c in chunks] == ["Runbook index", "Runbook index > Contacts"]
+
+
+def test_a_heading_with_text_elsewhere_is_left_as_it_is():
+    elements = extract(b"# Title\n\n## Empty section\n\n## Filled\n\nbody\n", "markdown")
+    assert [e.kind for e in elements] == ["heading", "heading", "heading", "paragraph"]
 
 
 def test_plain_text_and_logs_are_paragraphs():

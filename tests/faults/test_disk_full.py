@@ -58,7 +58,7 @@ def test_a_full_blob_directory_fails_the_add_cleanly(run_cli, home, tmp_path, mo
     assert run_cli("add", str(tmp_path / "kept.md")).code == 0
     before = json.loads(run_cli("ls", "--json").out)
 
-    original = BlobStore.write
+    original = BlobStore.seal
 
     def enospc_midway(self, blob_id, source, **kwargs):
         class FullDisk:
@@ -77,7 +77,7 @@ def test_a_full_blob_directory_fails_the_add_cleanly(run_cli, home, tmp_path, mo
 
     write(tmp_path / "new.md", "# New\n\n" + "not enough room " * 20_000)
     with monkeypatch.context() as patched:
-        patched.setattr(BlobStore, "write", enospc_midway)
+        patched.setattr(BlobStore, "seal", enospc_midway)
         result = run_cli("add", str(tmp_path / "new.md"))
     assert result.code == 2
     assert "no space left" in result.err and result.err.strip().count("\n") == 0

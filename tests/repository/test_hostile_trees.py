@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from kbtui.repository import scan as scan_module
 from kbtui.repository.scan import RepositoryScan
+from store.files import SourceFile
 from store.models import Chunk, Document
 from tests.repository.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
@@ -132,14 +132,14 @@ def test_a_file_swapped_between_check_and_open_is_refused(node, tree, outside, s
 def test_a_file_that_changes_while_it_is_read_is_refused(node, tree, monkeypatch):
     tree.write("growing.md", "# Growing\n\nfirst line\n")
     tree.commit()
-    real_read = scan_module._read_at_most
+    real_read = SourceFile.read
 
-    def append_then_read(fd: int, limit: int) -> bytes:
+    def append_then_read(self: SourceFile, size: int = -1) -> bytes:
         with open(tree.path("growing.md"), "a") as handle:
             handle.write("a line written during the read\n")
-        return real_read(fd, limit)
+        return real_read(self, size)
 
-    monkeypatch.setattr(scan_module, "_read_at_most", append_then_read)
+    monkeypatch.setattr(SourceFile, "read", append_then_read)
     report = import_and_index(node, register(node, tree))
     assert outcomes(report) == {"growing.md": ("skipped", "changed_during_read")}
     assert rows() == {}

@@ -32,6 +32,41 @@ def test_a_bad_path_is_a_notification_not_a_crash(tui_node, tmp_path):
     asyncio.run(run())
 
 
+def test_files_refused_mid_add_are_counted_by_reason_not_a_crash(tui_node, tmp_path, monkeypatch):
+    import os
+
+    from kbtui.tui import app as app_module
+    from kbtui.collect import collect_files
+
+    folder = tmp_path / "folder"
+    for name in ("a", "b", "c", "d"):
+        (folder / f"{CANARY}-{name}.md").parent.mkdir(exist_ok=True)
+        (folder / f"{CANARY}-{name}.md").write_text(f"# {name}\n\ntext {name}\n")
+
+    def listing_then_swap(paths):
+        collected = collect_files(paths)
+        by_name = {f.path.name: f.path for f in collected.files}
+        by_name[f"{CANARY}-b.md"].unlink()  # deleted between listing and opening
+        by_name[f"{CANARY}-c.md"].unlink()
+        os.mkfifo(by_name[f"{CANARY}-c.md"])  # a FIFO swapped in: must not block
+        return collected
+
+    monkeypatch.setattr(app_module, "collect_files", listing_then_swap)
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)):
+            await wait_until(lambda: app.mode == "viewer")
+            app.add_path(str(folder), "DEFAULT")
+            await wait_until(lambda: notifications(app))
+            assert notifications(app)[0].startswith(
+                "2 added, 0 already present, 2 not added (1 not_regular, 1 vanished)"
+            )
+            assert app.is_running
+
+    asyncio.run(run())
+
+
 def test_an_unexpected_search_error_names_its_type_only(tui_node):
     def broken_search(query, collection_id, *, limit=10):
         raise RuntimeError(f"failed while handling {query}")
