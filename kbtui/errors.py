@@ -33,3 +33,22 @@ class BlobCorrupt(KbtuiError):
 
 class NotFound(KbtuiError):
     pass
+
+
+class DataDirectoryProblem(KbtuiError):
+    """The data directory cannot be used as it is (not a directory, writable by
+    others, read-only for a command that writes): nothing was changed."""
+
+    exit_code = 3
+
+
+class CatalogProblem(KbtuiError):
+    """The catalog (``kb.sqlite3``) is missing, empty, damaged, newer than this
+    kbtui, or not this data directory's: the program must not go on, and above
+    all must not sweep the encrypted sources against it."""
+
+    exit_code = 3
+
+
+class NoKnowledgeBase(KbtuiError):
+    """A command that only reads found no knowledge base in the data directory."""

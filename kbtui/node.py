@@ -42,11 +42,15 @@ class Node:
         self.searcher.request_warm = self._request_warm
 
     @classmethod
-    def open(cls, config: Config) -> Node:
-        store = open_store(config.home)
-        swept = catalog.sweep_orphan_blobs(store)
-        if swept:
-            log.info("removed %d orphan blob(s)", swept)
+    def open(cls, config: Config, *, read_only: bool = False) -> Node:
+        """Open the node's data directory; ``read_only`` for commands that only
+        read (they never write the catalog, nor wait for the write lock)."""
+        store = open_store(config.home, read_only=read_only)
+        if not read_only:
+            # Only now: open_store has refused any catalog not known to be whole.
+            swept = catalog.sweep_orphan_blobs(store)
+            if swept:
+                log.info("removed %d orphan blob(s)", swept)
         embedder = build_embedder(config)
         vectors = VectorIndexes(config.home)
         reuse = ChunkEmbeddingReuse(

@@ -20,9 +20,12 @@ class NodeLock:
 
     @classmethod
     def try_acquire(cls, home: Path) -> NodeLock | None:
-        """Take the lock, or return None when another process holds it."""
-        home.mkdir(parents=True, exist_ok=True)
-        fd = os.open(home / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock, or return None when another process holds it.
+
+        ``home`` exists (``store.open_store`` made or checked it); the lock
+        file is created owner-only.
+        """
+        fd = os.open(home / LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         # A few tries: node_running() briefly holds a shared lock while probing.
         for attempt in range(5):
             try:

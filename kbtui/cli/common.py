@@ -39,11 +39,10 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     (default: the platform user-data directory).
     """
     config = Config.load()
-    configure_logging(
-        config.home,
-        to_stderr_level=logging.INFO if verbose else logging.WARNING,
-        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
-    )
+    ctx.meta[_STDERR_LEVEL] = logging.INFO if verbose else logging.WARNING
+    # Nothing is opened or created here (this runs before a subcommand's
+    # --help, and before kbtui doctor): the log file comes with open_node.
+    _log_to(config, ctx.meta[_STDERR_LEVEL], to_file=False)
     ctx.obj = config
     if ctx.invoked_subcommand is None:
         from kbtui.app import run_app
@@ -52,10 +51,42 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     return None
 
 
+_STDERR_LEVEL = "kbtui.stderr_level"
+
+# Commands that only read: they open the catalog read-only, so they work on a
+# read-only data directory and while another process holds the write lock,
+# and they never create the data directory. (Keyed by the command path below
+# ``kbtui``.) Every other command may write.
+READ_ONLY_COMMANDS = frozenset(
+    {("search",), ("ls",), ("show",), ("status",), ("ask",), ("mcp",), ("repo", "ls")}
+)
+
+
+def command_path(ctx: click.Context) -> tuple[str, ...]:
+    names: list[str] = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return tuple(reversed(names))
+
+
 def open_node(ctx: click.Context) -> Node:
-    node = Node.open(ctx.obj)
+    """Open the node for this command: read-only for the commands that only read."""
+    read_only = command_path(ctx) in READ_ONLY_COMMANDS
+    node = Node.open(ctx.obj, read_only=read_only)
     ctx.call_on_close(node.close)
+    # The data directory exists now (a writing open may just have made it).
+    _log_to(node.config, ctx.meta.get(_STDERR_LEVEL, logging.WARNING), to_file=True)
     return node
+
+
+def _log_to(config: Config, stderr_level: int, *, to_file: bool) -> None:
+    configure_logging(
+        config.home,
+        to_stderr_level=stderr_level,
+        to_file=to_file,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
 
 
 def existing_collection(raw: str | None) -> str | None:

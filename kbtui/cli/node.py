@@ -11,9 +11,10 @@ import threading
 import click
 
 from actors.status_writer import read_node_status
-from kbtui.cli.common import cli, log, open_node, stdout
+from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
 from store import catalog
+from store.doctor import PROBLEM, examination_json, examine
 from store.node_lock import node_running
 
 
@@ -65,3 +66,30 @@ def status(ctx: click.Context, as_json: bool) -> int:
     stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
     return 0
 
+
+
+_SEVERITY_LABEL = {PROBLEM: "[bold red]PROBLEM[/]", "warning": "[yellow]warning[/]", "note": "[dim]note[/]", "ok": "[green]ok[/]"}
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> int:
+    """Check the data directory: catalog, key, permissions, sources, vector index.
+
+    Says what is wrong and what to do; changes nothing. Exits 0 when the
+    directory is healthy, 3 when it has a problem that must be fixed first.
+    """
+    found = examine(ctx.obj.home)
+    if as_json:
+        click.echo(json.dumps(examination_json(found), indent=2))
+    else:
+        stdout.print(f"data directory: {shown(str(found.home))}")
+        for finding in found.findings:
+            line = f"  {_SEVERITY_LABEL.get(finding.severity, finding.severity)} {finding.area}: {shown(finding.message)}"
+            if finding.action:
+                line += f" [dim]→ {shown(finding.action)}[/]"
+            stdout.print(line)
+        problems = sum(1 for f in found.findings if f.severity == PROBLEM)
+        stdout.print("healthy" if found.healthy else f"{problems} problem(s): fix them before using this data directory")
+    return 0 if found.healthy else 3
