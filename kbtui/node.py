@@ -22,6 +22,7 @@ from kbtui.retrieval.search import (
     SearchService,
 )
 from store import Store, catalog, open_store
+from store.datadir import can_write
 from store.models import Document
 from store.vectors import VectorIndexes, committed_vectors
 
@@ -52,7 +53,10 @@ class Node:
             if swept:
                 log.info("removed %d orphan blob(s)", swept)
         embedder = build_embedder(config)
-        vectors = VectorIndexes(config.home)
+        # The vector index is a cache derived from the catalog: a reader may
+        # still save it where the directory can be written (the next search
+        # loads instead of rebuilding); on a read-only mount it only reads.
+        vectors = VectorIndexes(config.home, read_only=not can_write(config.home))
         reuse = ChunkEmbeddingReuse(
             VectorCache(
                 CacheBounds(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from peewee import OperationalError, SqliteDatabase
 
-from kbtui.errors import CatalogProblem, NoKnowledgeBase
+from kbtui.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
 from store.blobs import BlobStore
 from store.datadir import (
     BLOB_DIR_NAME,
@@ -24,6 +24,7 @@ from store.datadir import (
     prepare_home,
     recorded_key_fingerprint,
     refuse_foreign_catalog,
+    require_writable,
     write_fingerprint_file,
 )
 from store.db import open_database
@@ -65,6 +66,8 @@ def open_store(home: Path, *, read_only: bool = False) -> Store:
     never writes the catalog and never creates the directory.
     """
     prepare_home(home, create=not read_only)
+    if not read_only:
+        require_writable(home)
     facts = observe(home)
     if facts.fresh:
         if read_only:
@@ -171,7 +174,7 @@ def _upgrade_schema(home: Path) -> None:
     makes is the schema upgrade, through a writing open, once."""
     try:
         open_store(home).close()
-    except (OSError, OperationalError):
+    except (OSError, OperationalError, DataDirectoryProblem):
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) was written by an older kbtui and must be upgraded, which "
             "needs write access: start kbtui serve once where the data directory is writable"

@@ -138,6 +138,25 @@ def prepare_home(home: Path, *, create: bool) -> bool:
     return False
 
 
+def require_writable(home: Path) -> None:
+    """Refuse up front, for a command that writes, a data directory (or the
+    catalog or blobs/ in it) that cannot be written: a read-only mount, or
+    modes that deny it. Otherwise the command would start and fail half-way."""
+    for path in (home, home / DB_FILE_NAME, home / BLOB_DIR_NAME):
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            where = "the data directory" if path == home else f"{path.name} in the data directory"
+            raise DataDirectoryProblem(
+                f"{where} {home} cannot be written (read-only); this command writes, while "
+                "search, ls, show, status and doctor only read; nothing was changed"
+            )
+
+
+def can_write(home: Path) -> bool:
+    """Whether the derived files (the vector index cache, logs) can be written
+    here; False on a read-only mount."""
+    return all(os.access(path, os.W_OK) for path in (home, home / "vectors") if os.path.exists(path))
+
+
 def observe(home: Path) -> DirectoryFacts:
     """Look at the data directory without changing it."""
     fingerprint, damaged = read_fingerprint_file(home)

@@ -324,8 +324,13 @@ class _Graph:
 class IdentityIndex:
     """The ANN index of one canonical identity: load, build, catch up, query, save."""
 
-    def __init__(self, directory: Path, identity: str, dim: int, settings: IndexSettings) -> None:
+    def __init__(
+        self, directory: Path, identity: str, dim: int, settings: IndexSettings, *, read_only: bool = False
+    ) -> None:
         self.identity = identity
+        # Read-only (a process that only reads, perhaps on a read-only mount):
+        # load and build in memory, never save or remove a file.
+        self._read_only = read_only
         self.dim = dim
         self.settings = settings
         slug = hashlib.sha256(f"{identity}|{dim}".encode()).hexdigest()[:20]
@@ -559,7 +564,7 @@ class IdentityIndex:
         sidecar that names it; then remove the file it replaced."""
         with self._lock:
             graph = self._graph
-            if graph is None or not graph.changed:
+            if graph is None or not graph.changed or self._read_only:
                 return False
             self._directory.mkdir(parents=True, exist_ok=True)
             with _file_lock(self._lockfile):
@@ -599,7 +604,7 @@ class IdentityIndex:
         out, reconciled with the database; None means rebuild."""
         if not self._sidecar.exists():
             return None
-        with _file_lock(self._lockfile):
+        with _file_lock(self._lockfile, shared=self._read_only):
             try:
                 sidecar = json.loads(self._sidecar.read_text(encoding="utf-8"))
                 expected = (SIDECAR_FORMAT, self.identity, self.dim, database_epoch(), HNSW_M, HNSW_EF_CONSTRUCTION)
@@ -610,7 +615,8 @@ class IdentityIndex:
                     return None
                 path = self._directory / name
                 # Under the lock no save is in progress: other files are leftovers of a killed one.
-                self._remove_stale_files(keep=name)
+                if not self._read_only:
+                    self._remove_stale_files(keep=name)
                 if path.stat().st_size != int(sidecar["size"]):
                     log.warning("vector index file has the wrong size; rebuilding")
                     return None
@@ -700,9 +706,10 @@ class VectorIndexes:
     point for the semantic arm and for keeping the indexes in step with commits.
     """
 
-    def __init__(self, home: Path, settings: IndexSettings | None = None) -> None:
+    def __init__(self, home: Path, settings: IndexSettings | None = None, *, read_only: bool = False) -> None:
         self.directory = home / INDEX_DIR_NAME
         self.settings = settings or IndexSettings()
+        self.read_only = read_only
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, int], IdentityIndex] = {}
 
@@ -710,7 +717,7 @@ class VectorIndexes:
         with self._lock:
             index = self._indexes.get((identity, dim))
             if index is None:
-                index = IdentityIndex(self.directory, identity, dim, self.settings)
+                index = IdentityIndex(self.directory, identity, dim, self.settings, read_only=self.read_only)
                 self._indexes[(identity, dim)] = index
             return index
 
@@ -853,16 +860,28 @@ def _write_json_durably(path: Path, payload: dict[str, object]) -> None:
 
 
 class _file_lock:
-    """An exclusive advisory lock between processes sharing one data directory."""
+    """An advisory lock between processes sharing one data directory: exclusive,
+    or ``shared`` for a reader that must not create anything (no lock file
+    means no save ever ran, so there is nothing to wait for)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, shared: bool = False) -> None:
         self._path = path
+        self._shared = shared
 
     def __enter__(self) -> None:
+        if self._shared:
+            try:
+                self._fd = os.open(self._path, os.O_RDONLY)
+            except FileNotFoundError:
+                self._fd = -1
+                return
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            return
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
 
     def __exit__(self, *exc_info: object) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_UN)
-        os.close(self._fd)
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
