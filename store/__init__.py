@@ -16,6 +16,7 @@ from store.datadir import (
     BLOB_DIR_NAME,
     CATALOG_ID_KEY,
     DB_FILE_NAME,
+    DOCTOR_HINT,
     FINGERPRINT_KEY,
     DirectoryFacts,
     Fingerprint,
@@ -114,7 +115,7 @@ def _open_catalog(home: Path, *, read_only: bool) -> SqliteDatabase:
     except OperationalError as exc:
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) could not be opened{' read-only' if read_only else ''} "
-            f"({_first_line(exc)}); run kbtui doctor for details; nothing was changed"
+            f"({_first_line(exc)}) {DOCTOR_HINT}"
         ) from None
 
 
@@ -164,8 +165,8 @@ def _record_fingerprint(home: Path, db: SqliteDatabase, key: bytes, facts: Direc
     fingerprint = Fingerprint(key_fingerprint(key), bytes(row[0]).decode("ascii"))
     if write_fingerprint_file(home, fingerprint) != fingerprint:
         raise CatalogProblem(
-            "the catalog (kb.sqlite3) is not the one this data directory was initialised with "
-            "(node.fingerprint names another); run kbtui doctor for details; nothing was changed"
+            f"the catalog ({DB_FILE_NAME}) is not the one this data directory was initialised with "
+            f"(node.fingerprint names another) {DOCTOR_HINT}"
         )
 
 

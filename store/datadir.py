@@ -43,7 +43,8 @@ FINGERPRINT_KEY = "node_key_fingerprint"
 CATALOG_ID_KEY = "catalog_id"
 _FINGERPRINT_FORMAT = 1
 _SQLITE_HEADER = b"SQLite format 3\x00"
-_DOCTOR = "run kbtui doctor for details; nothing was changed"
+# The end of every refusal here: the operator's next step, and the reassurance.
+DOCTOR_HINT = "(kbtui doctor explains; nothing was changed)"
 
 
 @dataclass(frozen=True)
@@ -157,11 +158,12 @@ def can_write(home: Path) -> bool:
     return all(os.access(path, os.W_OK) for path in (home, home / "vectors") if os.path.exists(path))
 
 
-def observe(home: Path) -> DirectoryFacts:
-    """Look at the data directory without changing it."""
+def observe(home: Path, *, snapshot: bool = False) -> DirectoryFacts:
+    """Look at the data directory without changing it (``snapshot``: see
+    :func:`connect_read_only`)."""
     fingerprint, damaged = read_fingerprint_file(home)
     db_path = home / DB_FILE_NAME
-    catalog = inspect_catalog(db_path)
+    catalog = inspect_catalog(db_path, snapshot=snapshot)
     wal = db_path.with_name(db_path.name + "-wal")
     return DirectoryFacts(
         key_present=os.path.lexists(home / KEY_FILE_NAME),
@@ -184,7 +186,7 @@ def blob_names(home: Path) -> Iterator[str]:
         return
 
 
-def inspect_catalog(path: Path) -> CatalogFacts:
+def inspect_catalog(path: Path, *, snapshot: bool = False) -> CatalogFacts:
     """What the catalog file holds, read through a read-only connection."""
     try:
         info = path.stat()
@@ -203,13 +205,13 @@ def inspect_catalog(path: Path) -> CatalogFacts:
     except OSError as exc:
         return CatalogFacts("unreadable", os.strerror(exc.errno or 0).lower())
     try:
-        connection = connect_read_only(path)
+        connection = connect_read_only(path, snapshot=snapshot)
     except sqlite3.Error as exc:
-        return CatalogFacts("unreadable", _sqlite_detail(exc))
+        return CatalogFacts("unreadable", sqlite_detail(exc))
     try:
         return _catalog_facts(connection)
     except sqlite3.Error as exc:
-        return CatalogFacts("unreadable", _sqlite_detail(exc))
+        return CatalogFacts("unreadable", sqlite_detail(exc))
     finally:
         connection.close()
 
@@ -218,13 +220,15 @@ def connect_read_only(path: Path, *, snapshot: bool = False) -> sqlite3.Connecti
     """A read-only sqlite3 connection that never creates the catalog.
 
     ``mode=ro`` where SQLite can use or create the ``-wal``/``-shm`` files; on
-    a read-only mount with no ``-wal`` (closed cleanly), ``immutable``, which
-    is then exact. ``snapshot`` (kbtui doctor) prefers ``immutable`` whenever
-    there is no ``-wal``, so that not even those two files are created.
+    a read-only mount with no ``-wal`` content (closed cleanly), ``immutable``,
+    which is then exact. ``snapshot`` (kbtui doctor, when no node is running)
+    goes straight to ``immutable`` whenever the ``-wal`` holds nothing, so that
+    not even SQLite's shared-memory file is touched.
     """
     wal = path.with_name(path.name + "-wal")
-    modes = ["immutable"] if snapshot and not wal.exists() else ["ro"]
-    if modes == ["ro"] and _size(wal) == 0:
+    nothing_in_wal = _size(wal) == 0
+    modes = ["immutable"] if snapshot and nothing_in_wal else ["ro"]
+    if modes == ["ro"] and nothing_in_wal:
         modes.append("immutable")
     error: sqlite3.Error | None = None
     for mode in modes:
@@ -264,8 +268,9 @@ def _catalog_facts(connection: sqlite3.Connection) -> CatalogFacts:
     )
 
 
-def _sqlite_detail(exc: sqlite3.Error) -> str:
-    # SQLite's messages for these conditions are fixed strings with no data in them.
+def sqlite_detail(exc: sqlite3.Error) -> str:
+    """SQLite's words for why a catalog cannot be read, when they are among the
+    fixed strings that carry no data; otherwise just the error's type."""
     message = str(exc).split("\n")[0]
     known = ("file is not a database", "database disk image is malformed", "unable to open database file", "disk I/O error")
     return message if message in known else type(exc).__name__
@@ -326,7 +331,7 @@ def write_fingerprint_file(home: Path, fingerprint: Fingerprint) -> Fingerprint:
     fsync_dir(home)
     recorded, damaged = read_fingerprint_file(home)
     if recorded is None or damaged:
-        raise CatalogProblem(f"{FINGERPRINT_FILE_NAME} is damaged; {_DOCTOR}")
+        raise CatalogProblem(f"{FINGERPRINT_FILE_NAME} is damaged; restore it from a backup {DOCTOR_HINT}")
     return recorded
 
 
@@ -355,24 +360,23 @@ def recorded_key_fingerprint(facts: DirectoryFacts) -> bytes:
     catalog = facts.catalog
     if facts.fingerprint_damaged:
         raise CatalogProblem(
-            f"{FINGERPRINT_FILE_NAME} (beside the node key) is damaged, so the catalog cannot be "
-            f"checked against this directory; restore it from a backup; {_DOCTOR}"
+            f"{FINGERPRINT_FILE_NAME} is damaged, so the catalog cannot be checked against this "
+            f"directory; restore it from a backup {DOCTOR_HINT}"
         )
     if catalog.state == "unreadable":
         raise CatalogProblem(
-            f"the catalog ({DB_FILE_NAME}) cannot be read ({catalog.detail}): it is damaged or "
-            f"not a kbtui catalog; restore it from a backup; {_DOCTOR}"
+            f"the catalog ({DB_FILE_NAME}) cannot be read ({catalog.detail}); restore it from a "
+            f"backup {DOCTOR_HINT}"
         )
     if catalog.state == "present" and catalog.tables and not catalog.version:
-        raise CatalogProblem(f"{DB_FILE_NAME} is not a kbtui catalog; restore the real one from a backup; {_DOCTOR}")
+        raise CatalogProblem(f"{DB_FILE_NAME} is not a kbtui catalog; restore the real one from a backup {DOCTOR_HINT}")
     if catalog.version > LATEST_VERSION:
         raise newer_schema_problem(catalog.version)
     recorded = facts.fingerprint.key_fingerprint if facts.fingerprint else catalog.key_fingerprint
     if recorded is None and not facts.key_present:
         raise KeyProblem(
             f"the node key ({KEY_FILE_NAME}) and the catalog ({DB_FILE_NAME}) are missing but "
-            "encrypted sources exist in blobs/; restore both from a backup (a new key would make "
-            f"the sources unreadable); {_DOCTOR}"
+            f"encrypted sources exist; restore both from a backup {DOCTOR_HINT}"
         )
     if recorded is None or catalog.key_fingerprint is None:
         raise CatalogProblem(_missing_catalog_message(facts))
@@ -392,26 +396,23 @@ def refuse_foreign_catalog(facts: DirectoryFacts) -> None:
     ):
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) is not the one this data directory was initialised "
-            f"with ({FINGERPRINT_FILE_NAME} names another); put this directory's catalog back "
-            f"from a backup; {_DOCTOR}"
+            f"with ({FINGERPRINT_FILE_NAME} names another); restore this directory's own from a "
+            f"backup {DOCTOR_HINT}"
         )
 
 
 def _missing_catalog_message(facts: DirectoryFacts) -> str:
     catalog = facts.catalog
-    what = {
-        "missing": "is missing",
-        "empty": "is empty",
-    }.get(catalog.state, "records no node key (it was never initialised)")
+    what = {"missing": "is missing", "empty": "is empty"}.get(catalog.state, "records no node key")
     if facts.orphaned_wal:
-        what += " (its write-ahead log is still there)"
+        what += " (its -wal file is still there)"
     held = [name for name, present in (
-        ("encrypted sources in blobs/", facts.has_blobs),
+        ("encrypted sources", facts.has_blobs),
         ("a node key", facts.key_present),
         (FINGERPRINT_FILE_NAME, facts.fingerprint is not None),
     ) if present]
-    holds = " and ".join(held) if held else "earlier data"
+    holds = ", ".join(held[:-1]) + " and " + held[-1] if len(held) > 1 else (held[0] if held else "earlier data")
     return (
         f"the catalog ({DB_FILE_NAME}) {what}, but this data directory holds {holds}; "
-        f"restore {DB_FILE_NAME} from a backup (a new catalog would disown the sources); {_DOCTOR}"
+        f"restore {DB_FILE_NAME} from a backup {DOCTOR_HINT}"
     )

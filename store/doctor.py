@@ -1,8 +1,9 @@
 """kbtui doctor: examine a data directory and say what is wrong and what to do.
 
-It never changes anything: no catalog connection that could write (a snapshot
-read, ``immutable`` when no ``-wal`` exists so that not even SQLite's side
-files are created), no key created, no file removed, no log written.
+It never changes anything: the catalog is read through a read-only
+connection (``immutable`` when the ``-wal`` holds nothing and no node runs, so
+that not even SQLite's shared-memory file is touched), no key is created, no
+file removed, no log written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from store.blobs import MAGIC
 from store.datadir import (
     BLOB_DIR_NAME,
     DB_FILE_NAME,
+    DOCTOR_HINT,
     FINGERPRINT_FILE_NAME,
     DirectoryFacts,
     blob_names,
@@ -27,6 +29,7 @@ from store.datadir import (
     prepare_home,
     recorded_key_fingerprint,
     refuse_foreign_catalog,
+    sqlite_detail,
 )
 from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key
 from store.migrations import LATEST_VERSION
@@ -73,19 +76,20 @@ def examine(home: Path) -> Examination:
     except KbtuiError as exc:
         found.add(PROBLEM, "data directory", exc.message)
         return found
-    facts = observe(home)
+    snapshot = not node_running(home)  # a running node may checkpoint: then read under SQLite's locks
+    facts = observe(home, snapshot=snapshot)
     if facts.fresh:
         raise NoKnowledgeBase(f"no knowledge base in {home} yet (no key, no catalog, no sources)")
     _check_directory(found, home)
     catalog_whole = _check_key_and_catalog(found, home, facts)
     if facts.catalog.state == "present":
-        _check_catalog_contents(found, home, whole=catalog_whole)
+        _check_catalog_contents(found, home, whole=catalog_whole, snapshot=snapshot)
     elif facts.has_blobs:
         found.add(
             NOTE, "sources", f"{sum(1 for _ in blob_names(home))} encrypted source(s) in {BLOB_DIR_NAME}/ "
             "(kept: nothing is swept without a whole catalog)",
         )
-    if node_running(home):
+    if not snapshot:
         found.add(NOTE, "node", "a node is running for this directory: counts may move while it works")
     return found
 
@@ -115,7 +119,7 @@ def _check_key_and_catalog(found: Examination, home: Path, facts: DirectoryFacts
     try:
         recorded = recorded_key_fingerprint(facts)
     except KbtuiError as exc:
-        found.add(PROBLEM, "catalog" if isinstance(exc, CatalogProblem) else "node key", exc.message)
+        found.add(PROBLEM, "catalog" if isinstance(exc, CatalogProblem) else "node key", _without_hint(exc.message))
         return False
     try:
         key = load_or_create_key(home, data_exists=True)  # reads only: never creates over data
@@ -132,7 +136,7 @@ def _check_key_and_catalog(found: Examination, home: Path, facts: DirectoryFacts
     try:
         refuse_foreign_catalog(facts)
     except CatalogProblem as exc:
-        found.add(PROBLEM, "catalog", exc.message)
+        found.add(PROBLEM, "catalog", _without_hint(exc.message))
         return False
     if facts.fingerprint is None:
         found.add(
@@ -150,11 +154,15 @@ def _check_key_and_catalog(found: Examination, home: Path, facts: DirectoryFacts
     return True
 
 
-def _check_catalog_contents(found: Examination, home: Path, *, whole: bool) -> None:
+def _without_hint(message: str) -> str:
+    return message.removesuffix(" " + DOCTOR_HINT)
+
+
+def _check_catalog_contents(found: Examination, home: Path, *, whole: bool, snapshot: bool) -> None:
     try:
-        connection = connect_read_only(home / DB_FILE_NAME, snapshot=True)
+        connection = connect_read_only(home / DB_FILE_NAME, snapshot=snapshot)
     except sqlite3.Error as exc:
-        found.add(PROBLEM, "catalog", f"{DB_FILE_NAME} cannot be opened ({type(exc).__name__})", "restore it from a backup")
+        found.add(PROBLEM, "catalog", f"{DB_FILE_NAME} cannot be opened ({sqlite_detail(exc)})", "restore it from a backup")
         return
     try:
         integrity = [row[0] for row in connection.execute("PRAGMA quick_check")]
@@ -169,7 +177,7 @@ def _check_catalog_contents(found: Examination, home: Path, *, whole: bool) -> N
             _check_sources(found, home, connection)
             _check_vector_indexes(found, home, connection)
     except sqlite3.Error as exc:
-        found.add(PROBLEM, "catalog", f"{DB_FILE_NAME} could not be read ({type(exc).__name__})", "restore it from a backup")
+        found.add(PROBLEM, "catalog", f"{DB_FILE_NAME} is damaged ({sqlite_detail(exc)})", "restore it from a backup")
     finally:
         connection.close()
 

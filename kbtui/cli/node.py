@@ -68,7 +68,9 @@ def status(ctx: click.Context, as_json: bool) -> int:
 
 
 
-_SEVERITY_LABEL = {PROBLEM: "[bold red]PROBLEM[/]", "warning": "[yellow]warning[/]", "note": "[dim]note[/]", "ok": "[green]ok[/]"}
+_SEVERITY_LABEL = {
+    PROBLEM: "[bold red]PROBLEM[/]", "warning": "[yellow]warning[/]", "note": "[dim]note   [/]", "ok": "[green]ok     [/]",
+}
 
 
 @cli.command()
