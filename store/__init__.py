@@ -26,6 +26,7 @@ from store.datadir import (
     recorded_key_fingerprint,
     refuse_foreign_catalog,
     require_writable,
+    sqlite_detail,
     write_fingerprint_file,
 )
 from store.db import open_database
@@ -115,13 +116,8 @@ def _open_catalog(home: Path, *, read_only: bool) -> SqliteDatabase:
     except OperationalError as exc:
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) could not be opened{' read-only' if read_only else ''} "
-            f"({_first_line(exc)}) {DOCTOR_HINT}"
+            f"({sqlite_detail(exc)}) {DOCTOR_HINT}"
         ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    message = str(exc).split("\n")[0]
-    return message if message in ("unable to open database file", "attempt to write a readonly database") else type(exc).__name__
 
 
 def _initialise(home: Path) -> Store:

@@ -268,12 +268,22 @@ def _catalog_facts(connection: sqlite3.Connection) -> CatalogFacts:
     )
 
 
-def sqlite_detail(exc: sqlite3.Error) -> str:
-    """SQLite's words for why a catalog cannot be read, when they are among the
-    fixed strings that carry no data; otherwise just the error's type."""
+# SQLite's words for a catalog that cannot be read or written: fixed strings
+# that carry no data, so they may be shown.
+SQLITE_CONDITIONS = (
+    "file is not a database",
+    "database disk image is malformed",
+    "unable to open database file",
+    "disk I/O error",
+    "attempt to write a readonly database",
+)
+
+
+def sqlite_detail(exc: BaseException) -> str:
+    """SQLite's words for why a catalog cannot be used, when they are one of
+    :data:`SQLITE_CONDITIONS`; otherwise just the error's type."""
     message = str(exc).split("\n")[0]
-    known = ("file is not a database", "database disk image is malformed", "unable to open database file", "disk I/O error")
-    return message if message in known else type(exc).__name__
+    return message if message in SQLITE_CONDITIONS else type(exc).__name__
 
 
 def _size(path: Path) -> int:

@@ -234,11 +234,6 @@ def _connect(uri: str, pragmas: list[tuple[str, object]]) -> None:
     database.execute_sql("SELECT count(*) FROM sqlite_master").fetchone()
 
 
-def is_read_only() -> bool:
-    """Whether the open catalog was opened read-only."""
-    return _catalog.read_only
-
-
 @contextmanager
 def thread_connection() -> Iterator[None]:
     """Use this thread's connection, opening one (and closing it after) if it has none.
