@@ -68,14 +68,15 @@ class _SerialisedTransaction(_transaction):
             if not _process_writer.acquire(timeout=timeout_s):
                 raise OperationalError("database is locked")
             self._holds_writer = True
-            try:
-                self._writer_fd = _lock_exclusively(_catalog.writer_lock, timeout_s)
-            except BaseException:
-                self._release()
-                raise
-            if self._writer_fd < 0:
-                self._release()
-                raise OperationalError("database is locked")
+            if _catalog.writer_lock is not None:
+                try:
+                    self._writer_fd = _lock_exclusively(_catalog.writer_lock, timeout_s)
+                except BaseException:
+                    self._release()
+                    raise
+                if self._writer_fd < 0:
+                    self._release()
+                    raise OperationalError("database is locked")
         try:
             return super().__enter__()
         except BaseException:
@@ -97,15 +98,13 @@ class _SerialisedTransaction(_transaction):
             _process_writer.release()
 
 
-def _lock_exclusively(path: Path | None, timeout_s: float) -> int:
+def _lock_exclusively(path: Path, timeout_s: float) -> int:
     """An exclusive flock on ``path`` within ``timeout_s``: its descriptor, or -1.
 
     A fresh descriptor each time, so a wait given up at the deadline (whose
     helper thread may still get the lock later, and then drops it) can never
     be confused with the next holder.
     """
-    if path is None:
-        return -1
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
