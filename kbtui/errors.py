@@ -8,14 +8,25 @@ catches by name are re-exported here, one class per concept.
 
 from __future__ import annotations
 
-from store.errors import BlobCorrupt, KeyProblem, NotFound, StoreError
+from store.errors import (
+    BlobCorrupt,
+    CatalogProblem,
+    DataDirectoryProblem,
+    KeyProblem,
+    NoKnowledgeBase,
+    NotFound,
+    StoreError,
+)
 
 __all__ = [
     "OPERATOR_ERRORS",
     "BlobCorrupt",
+    "CatalogProblem",
+    "DataDirectoryProblem",
     "InvalidCollection",
     "KbtuiError",
     "KeyProblem",
+    "NoKnowledgeBase",
     "NotFound",
     "StoreError",
 ]

@@ -15,22 +15,41 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _TEXT_BEARING_LOGGERS = ("trafilatura", "htmldate", "courlan", "justext", "pypdf", "docx", "markdown_it")
 
 
-def configure_logging(home: Path, *, to_stderr_level: int | None = logging.WARNING, file_level: int = logging.INFO) -> Path:
-    """Log to ``$KBTUI_HOME/logs/kbtui.log`` (mode 0600) and optionally stderr."""
-    log_dir = home / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_file = log_dir / "kbtui.log"
-    fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.close(fd)
+class _PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Every log file it opens, the one made after a rotation included, is 0600
+    (the stock handler opens it with the process umask, typically 0644)."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def configure_logging(
+    home: Path,
+    *,
+    to_stderr_level: int | None = logging.WARNING,
+    file_level: int = logging.INFO,
+    to_file: bool = True,
+) -> Path | None:
+    """Log to ``$KBTUI_HOME/logs/kbtui.log`` (mode 0600) and optionally stderr.
+
+    The log file is best effort: nothing is created when the data directory
+    does not exist (a command must not create it by logging), and a directory
+    that cannot be written (a read-only mount) gets no log file; ``to_file``
+    False asks for none. Returns the log file, or None when there is none.
+    """
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_kbtui", False):
             root.removeHandler(handler)
-    file_handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=5 << 20, backupCount=3)
-    file_handler.setLevel(file_level)
-    file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    file_handler._kbtui = True  # type: ignore[attr-defined]
-    root.addHandler(file_handler)
+            handler.close()
+    log_file = _private_log_file(home) if to_file else None
+    if log_file is not None:
+        file_handler = _PrivateRotatingFileHandler(log_file, maxBytes=5 << 20, backupCount=3)
+        file_handler.setLevel(file_level)
+        file_handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        file_handler._kbtui = True  # type: ignore[attr-defined]
+        root.addHandler(file_handler)
     if to_stderr_level is not None:
         stderr_handler = logging.StreamHandler()
         stderr_handler.setLevel(to_stderr_level)
@@ -40,4 +59,17 @@ def configure_logging(home: Path, *, to_stderr_level: int | None = logging.WARNI
     root.setLevel(min(file_level, to_stderr_level or file_level))
     for name in _TEXT_BEARING_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
+    return log_file
+
+
+def _private_log_file(home: Path) -> Path | None:
+    if not home.is_dir():
+        return None
+    log_dir = home / "logs"
+    log_file = log_dir / "kbtui.log"
+    try:
+        log_dir.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600))
+    except OSError:
+        return None
     return log_file

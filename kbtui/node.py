@@ -55,7 +55,9 @@ from kbtui.retrieval.search import (
 from store import Store, catalog, open_store, repositories
 from store.ann import VectorIndexes
 from store.chunks import ChunkRecord
+from store.datadir import can_write
 from store.db import thread_connection
+from store.doctor import PROBLEM, Examination, examination_json, examine
 from store.models import Document, Status
 from store.node_lock import node_running
 from store.repositories import RegisteredRepository
@@ -119,13 +121,20 @@ class Node:
         self.names = NameCache(self.store)
 
     @classmethod
-    def open(cls, config: Config) -> Node:
-        store = open_store(config.home)
-        swept = catalog.sweep_orphan_blobs(store)
-        if swept:
-            log.info("removed %d orphan blob(s)", swept)
+    def open(cls, config: Config, *, read_only: bool = False) -> Node:
+        """Open the node's data directory; ``read_only`` for commands that only
+        read (they never write the catalog, nor wait for the write lock)."""
+        store = open_store(config.home, read_only=read_only)
+        if not read_only:
+            # Only now: open_store has refused any catalog not known to be whole.
+            swept = catalog.sweep_orphan_blobs(store)
+            if swept:
+                log.info("removed %d orphan blob(s)", swept)
         embedder = build_embedder(config)
-        vectors = VectorIndexes(config.home)
+        # The vector index is a cache derived from the catalog: a reader may
+        # still save it where the directory can be written (the next search
+        # loads instead of rebuilding); on a read-only mount it only reads.
+        vectors = VectorIndexes(config.home, read_only=not can_write(config.home))
         reuse = ChunkEmbeddingReuse(
             VectorCache(
                 CacheBounds(
@@ -448,6 +457,15 @@ class Node:
             self.store, repository_id, collection_id, self.repository_scan_limits(),
             purge=self.purge, on_progress=on_progress,
         )
+
+
+def examine_data_directory(home: Path) -> Examination:
+    """What ``kbtui doctor`` reports: the data directory checked (catalog, key,
+    modes, sources, vector indexes) without opening a node or changing anything."""
+    return examine(home)
+
+
+__all__ = ["PROBLEM", "Node", "examination_json", "examine_data_directory"]
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:

@@ -42,20 +42,20 @@ INLINE_BUILD_MAX_ROWS = 2_000
 # Rebuild (compact) when this share of the graph's elements is marked deleted.
 COMPACT_DELETED_FRACTION = 0.3
 COMPACT_MIN_ELEMENTS = 1_000
-_EPOCH_KEY = "vector_index_epoch"
+EPOCH_KEY = "vector_index_epoch"
 
 
 def database_epoch() -> str:
     """A random token made once per database: an index built from another
     database (a recreated kb.sqlite3 reuses chunk ids) is never trusted."""
-    row = database.execute_sql("SELECT value FROM node_meta WHERE key = ?", (_EPOCH_KEY,)).fetchone()
+    row = database.execute_sql("SELECT value FROM node_meta WHERE key = ?", (EPOCH_KEY,)).fetchone()
     if row is None:
         with database.atomic():
             database.execute_sql(
                 "INSERT OR IGNORE INTO node_meta(key, value) VALUES (?, ?)",
-                (_EPOCH_KEY, secrets.token_hex(16).encode("ascii")),
+                (EPOCH_KEY, secrets.token_hex(16).encode("ascii")),
             )
-        row = database.execute_sql("SELECT value FROM node_meta WHERE key = ?", (_EPOCH_KEY,)).fetchone()
+        row = database.execute_sql("SELECT value FROM node_meta WHERE key = ?", (EPOCH_KEY,)).fetchone()
     return bytes(row[0]).decode("ascii")
 
 
@@ -91,11 +91,13 @@ class IndexStats:
 class IdentityIndex:
     """The ANN index of one canonical identity: load, build, catch up, query, save."""
 
-    def __init__(self, directory: Path, identity: str, dim: int, settings: IndexSettings) -> None:
+    def __init__(
+        self, directory: Path, identity: str, dim: int, settings: IndexSettings, *, read_only: bool = False
+    ) -> None:
         self.identity = identity
         self.dim = dim
         self.settings = settings
-        self._files = IndexFiles(directory, identity, dim)
+        self._files = IndexFiles(directory, identity, dim, read_only=read_only)
         self._lock = threading.RLock()
         self._graph: Graph | None = None
         self._building: threading.Thread | None = None
@@ -355,7 +357,7 @@ class IdentityIndex:
         """Write the index if it changed (see :meth:`IndexFiles.save`)."""
         with self._lock:
             graph = self._graph
-            if graph is None or not graph.changed:
+            if graph is None or not graph.changed or self._files.read_only:
                 return False
             self._files.save(graph, epoch=database_epoch())
             graph.changed = False
@@ -380,9 +382,10 @@ class VectorIndexes:
     point for the semantic arm and for keeping the indexes in step with commits.
     """
 
-    def __init__(self, home: Path, settings: IndexSettings | None = None) -> None:
+    def __init__(self, home: Path, settings: IndexSettings | None = None, *, read_only: bool = False) -> None:
         self.directory = home / INDEX_DIR_NAME
         self.settings = settings or IndexSettings()
+        self.read_only = read_only  # load and build in memory, never write a file
         self._lock = threading.Lock()
         self._indexes: dict[tuple[str, int], IdentityIndex] = {}
 
@@ -390,7 +393,7 @@ class VectorIndexes:
         with self._lock:
             index = self._indexes.get((identity, dim))
             if index is None:
-                index = IdentityIndex(self.directory, identity, dim, self.settings)
+                index = IdentityIndex(self.directory, identity, dim, self.settings, read_only=self.read_only)
                 self._indexes[(identity, dim)] = index
             return index
 

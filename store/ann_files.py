@@ -11,6 +11,7 @@ reads a file another is still writing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -40,9 +41,12 @@ class LoadedGraph:
 class IndexFiles:
     """The files of one identity's index under the index directory."""
 
-    def __init__(self, directory: Path, identity: str, dim: int) -> None:
+    def __init__(self, directory: Path, identity: str, dim: int, *, read_only: bool = False) -> None:
         self.identity = identity
         self.dim = dim
+        # Read-only (a process that only reads, perhaps on a read-only mount):
+        # load, never save or remove a file, never create the lock file.
+        self.read_only = read_only
         self._directory = directory
         self._slug = hashlib.sha256(f"{identity}|{dim}".encode()).hexdigest()[:20]
         self._sidecar = directory / f"{self._slug}.json"
@@ -61,7 +65,9 @@ class IndexFiles:
 
     def save(self, graph: Graph, *, epoch: str) -> None:
         """Write ``graph``: new file, fsync, rename; then the sidecar that
-        names it; then remove the file it replaced."""
+        names it; then remove the file it replaced. Nothing when read-only."""
+        if self.read_only:
+            return
         self._directory.mkdir(parents=True, exist_ok=True)
         with FileLock.acquire(self._lockfile):
             final = self._directory / f"{self._slug}.{secrets.token_hex(6)}.hnsw"
@@ -99,7 +105,8 @@ class IndexFiles:
         means rebuild."""
         if not self._sidecar.exists():
             return None
-        with FileLock.acquire(self._lockfile):
+        lock = FileLock.shared_if_exists(self._lockfile) if self.read_only else FileLock.acquire(self._lockfile)
+        with contextlib.nullcontext() if lock is None else lock:
             try:
                 sidecar = json.loads(self._sidecar.read_text(encoding="utf-8"))
                 expected = (SIDECAR_FORMAT, self.identity, self.dim, epoch, HNSW_M, HNSW_EF_CONSTRUCTION)
@@ -110,7 +117,8 @@ class IndexFiles:
                     return None
                 path = self._directory / name
                 # Under the lock no save is in progress: other files are leftovers of a killed one.
-                self._remove_stale_files(keep=name)
+                if not self.read_only:
+                    self._remove_stale_files(keep=name)
                 if path.stat().st_size != int(sidecar["size"]):
                     log.warning("vector index file has the wrong size; rebuilding")
                     return None

@@ -358,23 +358,38 @@ def purge_document(store: Store, document_id: str) -> list[int] | None:
 
 
 def sweep_orphan_blobs(store: Store, *, grace_s: float = ORPHAN_GRACE_S) -> int:
-    """Delete blobs whose document row no longer exists, and crash leftovers.
+    """Delete the blobs of documents this catalog removed, and crash leftovers.
 
-    Blobs younger than ``grace_s`` are kept: another process may be between
-    writing a blob and inserting its row.
+    A blob is deleted only when the catalog records its document as removed
+    (``removed_document``, filled by a trigger on every delete): a crash
+    between the delete commit and the unlink leaves exactly those. A blob the
+    catalog has never heard of is kept whatever its age, because silence is no
+    proof: the catalog may be older than the blobs (restored from a backup),
+    or an add may have crashed between the blob and its row (kbtui doctor
+    counts those). Temp files of interrupted writes go once older than
+    ``grace_s``. Call it only on a catalog known to be whole (``open_store``
+    refuses any other) and open for writing.
     """
-    cutoff = time.time() - grace_s
-    on_disk = store.blobs.blob_ids()
-    known = {row[0] for row in database.execute_sql("SELECT id FROM document").fetchall()}
-    removed = 0
-    for blob_id in on_disk - known:
-        path = store.blobs.path_for(blob_id)
-        try:
-            if path.stat().st_mtime < cutoff and store.blobs.delete(blob_id):
-                removed += 1
-        except FileNotFoundError:
-            continue
-    return removed + store.blobs.remove_temp_files(older_than=cutoff)
+    removed_ids = {
+        row[0]
+        for row in database.execute_sql(
+            "SELECT id FROM removed_document WHERE id NOT IN (SELECT id FROM document)"
+        ).fetchall()
+    }
+    removed = sum(1 for blob_id in store.blobs.blob_ids() & removed_ids if store.blobs.delete(blob_id))
+    # A record is needed only while its blob exists.
+    settled = removed_ids - store.blobs.blob_ids()
+    if settled:
+        with database.atomic():
+            for batch in _batches(sorted(settled), 500):
+                database.execute_sql(
+                    f"DELETE FROM removed_document WHERE id IN ({', '.join('?' for _ in batch)})", batch
+                )
+    return removed + store.blobs.remove_temp_files(older_than=time.time() - grace_s)
+
+
+def _batches(items: list[str], size: int) -> list[list[str]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def reset_non_terminal() -> int:

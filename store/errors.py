@@ -43,6 +43,25 @@ class NotFound(StoreError):
     """No document, repository or collection answers to the reference given."""
 
 
+class DataDirectoryProblem(StoreError):
+    """The data directory cannot be used as it is (not a directory, writable by
+    others, read-only for a command that writes): nothing was changed."""
+
+    exit_code = 3
+
+
+class CatalogProblem(StoreError):
+    """The catalog (``kb.sqlite3``) is missing, empty, damaged, newer than this
+    kbtui, or not this data directory's: the program must not go on, and above
+    all must not sweep the encrypted sources against it."""
+
+    exit_code = 3
+
+
+class NoKnowledgeBase(StoreError):
+    """A command that only reads found no knowledge base in the data directory."""
+
+
 def is_disk_full(exc: BaseException) -> bool:
     """The disk (or SQLite's page limit) is full: retry once space returns."""
     if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:

@@ -24,6 +24,22 @@ class FileLock:
         return cls(_locked_fd(path, fcntl.LOCK_EX))
 
     @classmethod
+    def shared_if_exists(cls, path: Path) -> FileLock | None:
+        """Wait for a shared hold of an existing lock file; None (and nothing
+        created) when there is none: a reader, perhaps on a read-only mount,
+        waits for a writer that once ran, never makes a file itself."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd)
+
+    @classmethod
     def try_acquire(cls, path: Path, *, shared: bool = False) -> FileLock | None:
         """Hold the lock now (exclusively, or ``shared`` with other shared
         holders), or return None when another process holds it."""

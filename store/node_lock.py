@@ -21,8 +21,11 @@ class NodeLock:
 
     @classmethod
     def try_acquire(cls, home: Path) -> NodeLock | None:
-        """Take the lock, or return None when another process holds it."""
-        home.mkdir(parents=True, exist_ok=True)
+        """Take the lock, or return None when another process holds it.
+
+        ``home`` exists (``store.open_store`` made or checked it); the lock
+        file is created owner-only.
+        """
         # A few tries: node_running() briefly holds a shared lock while probing.
         for attempt in range(5):
             lock = FileLock.try_acquire(home / LOCK_FILE_NAME)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import sqlite3
 import sys
 
 import click
@@ -9,25 +12,46 @@ import peewee
 
 from kbtui.cli import agents, documents, node, repositories, search  # noqa: F401 - registers the commands
 from kbtui.cli.common import cli
-from kbtui.errors import OPERATOR_ERRORS
+from kbtui.config import kbtui_home
+from kbtui.errors import OPERATOR_ERRORS, CatalogProblem, DataDirectoryProblem, KbtuiError, StoreError
 from store.errors import storage_problem
 
 __all__ = ["cli", "main"]
 
+# SQLite's words for a catalog that is damaged or cannot be used; fixed
+# strings, never carrying data, so they may be shown.
+_DAMAGED_CATALOG = ("database disk image is malformed", "file is not a database", "disk I/O error")
+_READ_ONLY_CATALOG = "attempt to write a readonly database"
+_UNOPENABLE_CATALOG = "unable to open database file"
+_UNWRITABLE_ERRNOS = {errno.EROFS, errno.EACCES, errno.EPERM}
+
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: maps expected errors to one line and an exit code."""
+    """Console-script entry point: maps expected errors to one line and an exit code.
+
+    Exit codes: 1 a document failed, 2 bad input, 3 the data directory or key
+    is unsafe, damaged or unusable (nothing was changed).
+    """
+    # Everything kbtui creates (catalog, sources, logs, status and lock files)
+    # is for the owner only, whichever module creates it.
+    previous_umask = os.umask(0o077)
+    try:
+        _run(argv)
+    finally:
+        os.umask(previous_umask)  # matters only to a caller in the same process (tests)
+
+
+def _run(argv: list[str] | None) -> None:
     try:
         code = cli.main(args=argv, prog_name="kbtui", standalone_mode=False)
     except OPERATOR_ERRORS as exc:
-        click.echo(f"kbtui: {exc.message}", err=True)
-        sys.exit(exc.exit_code)
-    except (OSError, peewee.OperationalError) as exc:
-        problem = storage_problem(exc)
+        _fail(exc)
+    except (OSError, peewee.DatabaseError, sqlite3.DatabaseError) as exc:
+        problem = storage_problem(exc) if isinstance(exc, (OSError, peewee.OperationalError)) else None
+        problem = problem or _machine_problem(exc)
         if problem is None:
             raise
-        click.echo(f"kbtui: {problem.message}", err=True)
-        sys.exit(problem.exit_code)
+        _fail(problem)
     except click.exceptions.Abort:
         click.echo("kbtui: aborted", err=True)
         sys.exit(130)
@@ -35,3 +59,53 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(problem: KbtuiError | StoreError) -> None:
+    click.echo(f"kbtui: {problem.message}", err=True)
+    sys.exit(problem.exit_code)
+
+
+def _machine_problem(exc: BaseException) -> StoreError | None:
+    """An operator-facing error for a condition of the data directory, or None."""
+    if isinstance(exc, OSError):
+        where = _inside_data_directory(exc.filename)
+        if where is None:
+            return None
+        reason = os.strerror(exc.errno).lower() if exc.errno else type(exc).__name__
+        if exc.errno in _UNWRITABLE_ERRNOS:
+            return DataDirectoryProblem(
+                f"the data directory cannot be written ({reason}: {where}); read-only commands "
+                "(search, ls, show, status, doctor) still work; nothing was changed"
+            )
+        return DataDirectoryProblem(f"the data directory cannot be used ({reason}: {where}); run kbtui doctor")
+    message = str(exc).split("\n")[0]
+    if message in _DAMAGED_CATALOG:
+        return CatalogProblem(f"the catalog (kb.sqlite3) is damaged ({message}); run kbtui doctor; restore it from a backup")
+    if message == _READ_ONLY_CATALOG:
+        return DataDirectoryProblem(
+            f"the catalog (kb.sqlite3) cannot be written ({message}); read-only commands "
+            "(search, ls, show, status, doctor) still work; nothing was changed"
+        )
+    if message == _UNOPENABLE_CATALOG:
+        return CatalogProblem(f"the catalog (kb.sqlite3) cannot be opened ({message}); run kbtui doctor")
+    return None
+
+
+def _inside_data_directory(filename: object) -> str | None:
+    """The data directory entry (kb.sqlite3, blobs, logs, ...) that ``filename``
+    is in, or None outside it. Only the first component is shown: deeper names
+    are document ids and temp files, of no use to an operator."""
+    if not isinstance(filename, (str, bytes, os.PathLike)):
+        return None
+    home = kbtui_home().absolute()
+    path = os.path.abspath(os.fsdecode(filename))
+    try:
+        relative = os.path.relpath(path, home)
+    except ValueError:
+        return None
+    if relative == ".":
+        return str(home)
+    if relative.startswith(".."):
+        return None
+    return relative.split(os.sep)[0]

@@ -24,7 +24,7 @@ def mcp_command(ctx: click.Context) -> int:
     """
     from kbtui.tools.mcp_server import serve_stdio
 
-    serve_stdio(open_node(ctx))
+    serve_stdio(open_node(ctx, read_only=True))
     return 0
 
 
@@ -42,7 +42,7 @@ def ask(ctx: click.Context, question: str, collection: str | None, model: str | 
     """
     from kbtui.tools.ask import answer_question, search_instead
 
-    node = open_node(ctx)
+    node = open_node(ctx, read_only=True)
     collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
     outcome = answer_question(question, collection_id=collection_id, knowledge=node, config=node.config, model=model)
     fallback = search_instead(node, question, collection_id, limit=node.config.search_limit) if outcome.offers_search else None

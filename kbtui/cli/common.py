@@ -38,11 +38,10 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     (default: the platform user-data directory).
     """
     config = Config.load()
-    configure_logging(
-        config.home,
-        to_stderr_level=logging.INFO if verbose else logging.WARNING,
-        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
-    )
+    ctx.meta[_STDERR_LEVEL] = logging.INFO if verbose else logging.WARNING
+    # Nothing is opened or created here (this runs before a subcommand's
+    # --help, and before kbtui doctor): the log file comes with open_node.
+    _log_to(config, ctx.meta[_STDERR_LEVEL], to_file=False)
     ctx.obj = config
     if ctx.invoked_subcommand is None:
         from kbtui.tui.app import run_app
@@ -51,10 +50,26 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     return None
 
 
-def open_node(ctx: click.Context) -> Node:
-    node = Node.open(ctx.obj)
+_STDERR_LEVEL = "kbtui.stderr_level"
+
+def open_node(ctx: click.Context, *, read_only: bool = False) -> Node:
+    """Open the node for this command. A command that only reads opens it
+    ``read_only``: it works on a read-only data directory and while another
+    process holds the write lock, and never creates the data directory."""
+    node = Node.open(ctx.obj, read_only=read_only)
     ctx.call_on_close(node.close)
+    # The data directory exists now (a writing open may just have made it).
+    _log_to(node.config, ctx.meta.get(_STDERR_LEVEL, logging.WARNING), to_file=True)
     return node
+
+
+def _log_to(config: Config, stderr_level: int, *, to_file: bool) -> None:
+    configure_logging(
+        config.home,
+        to_stderr_level=stderr_level,
+        to_file=to_file,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
 
 
 def existing_collection(node: Node, raw: str | None) -> str | None:

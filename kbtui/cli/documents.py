@@ -114,7 +114,7 @@ def _print_documents(documents: list[DocumentRow]) -> None:
 @click.pass_context
 def list_command(ctx: click.Context, collection: str | None, status: str | None, as_json: bool) -> int:
     """List documents and their ingestion status."""
-    node = open_node(ctx)
+    node = open_node(ctx, read_only=True)
     documents = node.documents(existing_collection(node, collection), status)
     if as_json:
         click.echo(json.dumps([document_json(d) for d in documents], indent=2))
@@ -131,7 +131,7 @@ def list_command(ctx: click.Context, collection: str | None, status: str | None,
 @click.pass_context
 def show(ctx: click.Context, document: str, as_json: bool) -> int:
     """Show one document: metadata, status history and sections."""
-    node = open_node(ctx)
+    node = open_node(ctx, read_only=True)
     detail = node.detail(node.resolve(document))
     if detail is None:
         raise KbtuiError("the document was deleted meanwhile")

@@ -10,8 +10,9 @@ import threading
 
 import click
 
-from kbtui.cli.common import cli, log, open_node, stdout
+from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
+from kbtui.node import PROBLEM, examination_json, examine_data_directory
 
 
 @cli.command()
@@ -45,7 +46,7 @@ SERVE_REPORT_INTERVAL_S = 30.0
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> int:
     """Whether a node runs, its queue, and documents by status."""
-    node = open_node(ctx)
+    node = open_node(ctx, read_only=True)
     state = node.status()
     running, queue, counts = state.running, state.published, state.counts
     if as_json:
@@ -61,3 +62,32 @@ def status(ctx: click.Context, as_json: bool) -> int:
     stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
     return 0
 
+
+
+_SEVERITY_LABEL = {
+    PROBLEM: "[bold red]PROBLEM[/]", "warning": "[yellow]warning[/]", "note": "[dim]note   [/]", "ok": "[green]ok     [/]",
+}
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> int:
+    """Check the data directory: catalog, key, permissions, sources, vector index.
+
+    Says what is wrong and what to do; changes nothing. Exits 0 when the
+    directory is healthy, 3 when it has a problem that must be fixed first.
+    """
+    found = examine_data_directory(ctx.obj.home)
+    if as_json:
+        click.echo(json.dumps(examination_json(found), indent=2))
+    else:
+        stdout.print(f"data directory: {shown(str(found.home))}")
+        for finding in found.findings:
+            line = f"  {_SEVERITY_LABEL.get(finding.severity, finding.severity)} {finding.area}: {shown(finding.message)}"
+            if finding.action:
+                line += f" [dim]→ {shown(finding.action)}[/]"
+            stdout.print(line)
+        problems = sum(1 for f in found.findings if f.severity == PROBLEM)
+        stdout.print("healthy" if found.healthy else f"{problems} problem(s): fix them before using this data directory")
+    return 0 if found.healthy else 3

@@ -58,7 +58,7 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
 @click.pass_context
 def repo_ls(ctx: click.Context, as_json: bool) -> int:
     """List registered repositories."""
-    node = open_node(ctx)
+    node = open_node(ctx, read_only=True)
     registered = node.repositories()
     if as_json:
         click.echo(json.dumps([repository_json(r) for r in registered], indent=2))

@@ -509,13 +509,17 @@ class KbtuiApp(App[int]):
 
 
 def run_app(config: Config) -> int:
-    """Open the node for ``config.home`` and run the terminal UI until the operator quits."""
+    """Open the node for ``config.home`` and run the terminal UI until the operator quits.
+
+    The node is opened before anything is drawn: a data directory that cannot
+    be used raises here, and ``kbtui``'s entry point prints it as one line.
+    """
+    node = Node.open(config)
     # Log lines must not land on the screen the UI draws.
     configure_logging(
         config.home, to_stderr_level=None,
         file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
     )
-    node = Node.open(config)
     app = KbtuiApp(node)
     try:
         return app.run() or 0

@@ -65,7 +65,8 @@ def test_a_directory_without_supported_files_is_an_error(run_cli, tmp_path):
     (tmp_path / "bin" / "tool.exe").write_bytes(b"MZ\x90\x00")
     result = run_cli("add", str(tmp_path / "bin"))
     assert result.code == 2 and "no supported files" in result.err
-    assert json.loads(run_cli("ls", "--json").out) == []
+    listed = run_cli("ls", "--json")  # nothing was added: not even a data directory was made
+    assert listed.code == 2 and "no knowledge base" in listed.err
 
 
 def test_an_unknown_collection_is_an_error(run_cli, tmp_path):
@@ -80,7 +81,8 @@ def test_an_invalid_collection_id_is_an_error(run_cli, tmp_path):
     write(tmp_path / "a.md", "# A\n\nalpha")
     result = run_cli("add", str(tmp_path / "a.md"), "-c", "no spaces please")
     assert result.code == 2 and "collection id" in result.err
-    assert json.loads(run_cli("ls", "--json").out) == []
+    listed = run_cli("ls", "--json")
+    assert listed.code == 2 and "no knowledge base" in listed.err
 
 
 def test_a_tampered_blob_is_refused_and_the_index_is_kept(run_cli, home, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from store.db import database
+from store.db import database, open_database
 from store.fts import integrity_check
 from store.models import Chunk
 from tests.extract.documents import (
@@ -95,5 +95,7 @@ def test_a_hostile_corpus_fails_file_by_file_and_loses_nothing(run_cli, home, tm
     # (LIKE cannot look for NUL: SQLite cuts the pattern there. instr can.)
     assert database.execute_sql("SELECT count(*) FROM chunk WHERE instr(content, char(0)) > 0").fetchone()[0] == 0
     assert not Chunk.select().where(Chunk.content.contains(SECRET)).exists()
+    # The searches opened the catalog read-only; FTS5's check is an INSERT command.
+    open_database(home / "kb.sqlite3")
     assert database.execute_sql("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert integrity_check()

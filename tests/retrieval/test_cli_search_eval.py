@@ -79,7 +79,7 @@ def test_kbtui_eval_reports_every_arm_without_touching_the_knowledge_base(run_cl
         assert record["queries"] == 2
     lexical = records[0]
     assert lexical["mrr"] == 1.0 and lexical["recall_at_100"] == 1.0
-    assert json.loads(run_cli("ls", "--json").out) == []  # the operator's own knowledge base is untouched
+    assert not home.exists()  # the operator's own knowledge base is untouched (not even created)
     table = run_cli("eval", "--beir", str(beir), "--provider", "hash").out
     assert "nDCG@10" in table and "hybrid (convex)" in table
 

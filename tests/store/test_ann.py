@@ -124,9 +124,11 @@ def test_an_index_from_another_database_is_rebuilt(node, tmp_path, rng):
     indexes = VectorIndexes(node.config.home, GRAPH_ONLY)
     indexes.search(data[0], IDENTITY, "DEFAULT", limit=5)
     indexes.close()
-    # A fresh database (chunk ids start again at 1) beside the old index files.
+    # A fresh database (chunk ids start again at 1) beside the old index files:
+    # everything else goes too, since a new catalog is made only in a fresh directory.
     node.store.close()
-    (node.config.home / "kb.sqlite3").unlink()
+    for name in ("kb.sqlite3", "node.key", "node.fingerprint"):
+        (node.config.home / name).unlink()
     for leftover in node.config.home.glob("kb.sqlite3-*"):
         leftover.unlink()
     for blob in (node.config.home / "blobs").iterdir():

@@ -63,16 +63,25 @@ def test_purge_leaves_no_row_and_no_blob(node, tmp_path):
     assert catalog.purge_document(node.store, added.document_id) is None
 
 
-def test_orphan_sweep_removes_old_blobs_without_rows_only(node, tmp_path):
+def test_orphan_sweep_removes_the_blobs_of_removed_documents_only(node, tmp_path):
     kept = _add(node, write(tmp_path / "a.md", "# T\n\nkept"))
-    node.store.blobs.write_bytes("0" * 32, b"left behind by a crash after the delete commit")
-    node.store.blobs.write_bytes("1" * 32, b"an add in another process, row not yet written")
+    removed = _add(node, write(tmp_path / "b.md", "# T\n\nremoved"))
+    # A crash between the delete commit and the blob unlink: the row is gone, the blob is not.
+    with database.atomic():
+        database.execute_sql("DELETE FROM status_history WHERE document_id = ?", (removed.document_id,))
+        database.execute_sql("DELETE FROM document WHERE id = ?", (removed.document_id,))
+    node.store.blobs.write_bytes("1" * 32, b"a source this catalog has never heard of")
+    (node.store.blobs.root / ".tmp-interrupted-write").write_bytes(b"half a blob")
     old = time.time() - 3600
-    os.utime(node.store.blobs.path_for("0" * 32), (old, old))
-    os.utime(node.store.blobs.path_for(kept.document_id), (old, old))
+    for path in node.store.blobs.root.iterdir():
+        os.utime(path, (old, old))
 
-    assert catalog.sweep_orphan_blobs(node.store) == 1
+    assert catalog.sweep_orphan_blobs(node.store) == 2  # the removed document's blob and the temp file
+    # Silence is no proof: a blob without a row, however old, is kept (the
+    # catalog may be older than the blobs).
     assert node.store.blobs.blob_ids() == {kept.document_id, "1" * 32}
+    assert database.execute_sql("SELECT count(*) FROM removed_document").fetchone()[0] == 0
+    assert catalog.sweep_orphan_blobs(node.store) == 0
 
 
 def test_start_up_reset_returns_stuck_documents_to_pending(node, tmp_path):
