@@ -33,7 +33,10 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 
+# Style and bugs (ruff), types (mypy), and the layer contracts (import-linter).
 lint: setup
+	$(BIN)/ruff check kbtui actors store themes tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 clean:

@@ -83,7 +83,7 @@ class Embedder(StageActor):
             keys = reuse.keys(
                 provider, chunks, parser_version=PARSER_VERSION, chunker_version=message.chunked.chunker_version
             )
-        if keys is not None:
+        if reuse is not None and keys is not None:
             identity = provider.identity
             for position, vector in reuse.lookup(keys).items():
                 self._deliver(pending, position, vector, identity)
@@ -126,7 +126,7 @@ class Embedder(StageActor):
             return
         self.backoff_s = 0.0
         canonical = identity.canonical()
-        for job, vector in zip(batch, vectors):
+        for job, vector in zip(batch, vectors, strict=True):
             self.jobs.pop(job.key, None)
             if isinstance(job.key, ReuseKey) and job.key.identity == canonical and self.context.reuse is not None:
                 self.context.reuse.remember(job.key, vector)
@@ -162,7 +162,7 @@ class Embedder(StageActor):
             IndexDocument(
                 pending.message.document,
                 pending.message.chunked,
-                np.stack(pending.vectors).astype(np.float32),
+                np.stack([v for v in pending.vectors if v is not None]).astype(np.float32),
                 pending.identity.canonical(),
             )
         )

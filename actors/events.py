@@ -114,10 +114,6 @@ class DocumentRef:
     format: str
     source_path: str | None
 
-    @property
-    def id(self) -> str:  # the stage functions read ``.id`` like a row
-        return self.document_id
-
 
 @dataclass(frozen=True)
 class ExtractDocument:

@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import pykka
 
@@ -124,10 +125,10 @@ class Runtime:
         next_scan = time.monotonic() + self.config.reindex_interval_s
         while not self._ticker_stop.wait(self.config.drain_sweep_interval_s):
             try:
-                self.admission.tell(SweepPending())
-                self.status_writer.tell(FlushStatus())
+                _started(self.admission).tell(SweepPending())
+                _started(self.status_writer).tell(FlushStatus())
                 if self.config.reindex_interval_s > 0 and time.monotonic() >= next_scan:
-                    self.reindexer.tell(ScanForStale())
+                    _started(self.reindexer).tell(ScanForStale())
                     next_scan = time.monotonic() + self.config.reindex_interval_s
             except pykka.ActorDeadError:
                 return
@@ -181,10 +182,10 @@ class Runtime:
 
     def admit(self, document_id: str) -> AdmitResult:
         """Offer a Pending document to the pipeline (never blocks on a full queue)."""
-        return self.admission.ask(Admit(document_id), timeout=10)
+        return cast(AdmitResult, _started(self.admission).ask(Admit(document_id), timeout=10))
 
     def state(self) -> AdmissionState:
-        return self.admission.ask(GetAdmissionState(), timeout=10)
+        return cast(AdmissionState, _started(self.admission).ask(GetAdmissionState(), timeout=10))
 
     @property
     def running(self) -> bool:
@@ -196,4 +197,11 @@ class Runtime:
             request_warm(self.prewarm, target)
 
     def request_stale_scan(self) -> None:
-        self.reindexer.tell(ScanForStale())
+        _started(self.reindexer).tell(ScanForStale())
+
+
+def _started(actor: pykka.ActorRef | None) -> pykka.ActorRef:
+    """An actor of a started pipeline (a request before start is a bug)."""
+    if actor is None:
+        raise RuntimeError("the pipeline has not been started")
+    return actor

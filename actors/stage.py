@@ -21,8 +21,8 @@ from kbtui.embedding import EmbeddingProvider
 from kbtui.embedding.reuse import ChunkEmbeddingReuse
 from kbtui.ingest import StageFailed
 from store import Store
-from store.catalog import set_status
 from store.ann import VectorIndexes
+from store.catalog import set_status
 from store.errors import is_disk_full
 from store.models import Status
 
@@ -102,6 +102,9 @@ class StageActor(pykka.ThreadingActor):
 
     def fail(self, message: Any, reason: str) -> None:
         document_id = _document_id_of(message)
+        if document_id is None:
+            log.error("a stage failed on a message without a document: %s", reason)
+            return
         document = getattr(message, "document", None)
         collection_id = document.collection_id if document is not None else _collection_of(document_id)
         log.info("document %s failed: %s", document_id, reason)

@@ -10,6 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from actors.events import AdmissionChanged, FlushStatus
 from actors.listener import EventListener
@@ -71,7 +72,7 @@ def read_node_status(home: Path) -> dict[str, object] | None:
 
 def published_admission(home: Path) -> AdmissionChanged | None:
     """The published queue figures as the event they came from."""
-    payload = read_node_status(home)
+    payload: dict[str, Any] | None = read_node_status(home)
     if payload is None:
         return None
     try:

@@ -20,10 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kbtui.embedding.local import MAX_TOKENS, LocalEmbedder  # noqa: E402
 
-WORDS = (
-    "the node drains its pods before the kernel upgrade and the operator rotates every certificate "
-    "that expires within thirty days while backups stream to the archive with point in time recovery"
-).split()
+WORDS = ["the", "node", "drains", "its", "pods", "before", "the", "kernel", "upgrade", "and", "the", "operator", "rotates", "every", "certificate", "that", "expires", "within", "thirty", "days", "while", "backups", "stream", "to", "the", "archive", "with", "point", "in", "time", "recovery"]
 
 
 def chunk_of_tokens(embedder: LocalEmbedder, rng: np.random.Generator, tokens: int) -> str:

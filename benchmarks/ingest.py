@@ -105,7 +105,7 @@ def measure(provider: str, count: int, workdir: Path) -> Row:
 
         node.embedder.embed_query("warm up")
         texts = []
-        for path, document_id in zip(paths, ids):
+        for path, document_id in zip(paths, ids, strict=True):
             _, chunks = chunk_document(
                 document_id, extract(path.read_bytes(), "markdown"),
                 settings=config.chunking, context_window=node.embedder.context_window,

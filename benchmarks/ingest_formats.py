@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         # Start the worker, and import the readers here, outside the timings.
         extract_isolated(b"warm-up", "text", limits)
         if args.compare:
-            import kbtui.extract.code, kbtui.extract.docx, kbtui.extract.html, kbtui.extract.pdf  # noqa: F401, E401
+            import kbtui.extract.code  # noqa: F401, E401
         try:
             results = [measure(label, fmt, files, limits, args.compare) for label, (fmt, files) in corpus.items()]
         finally:

@@ -225,7 +225,7 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
     # Without an ANN index a million-chunk scan reads every vector from SQLite
     # (seconds per query): measure a few queries only.
     scan_only = vectors is None and size > 200_000
-    probe = list(zip(queries, truth))[:: max(1, len(queries) // 12)] if scan_only else list(zip(queries, truth))
+    probe = list(zip(queries, truth, strict=True))[:: max(1, len(queries) // 12)] if scan_only else list(zip(queries, truth, strict=True))
     arm_times, recalls = [], []
     for q, expected in probe:
         ms, found = timed(lambda: service._vector_candidates(q.vector, VECTOR_IDENTITY, SearchRequest(q.text, COLLECTION), POOL))

@@ -30,13 +30,7 @@ ZIPF_EXPONENT = 1.07
 OTHER_COLLECTION_SHARE = 0.1
 VECTOR_IDENTITY = "bench:clustered@v1:native:384"
 
-FUNCTION_WORDS = (
-    "the of and to a in is that for it as was with be by on not he this are or his from at which "
-    "but have an they you were their one all we can her has there been if more when will would who "
-    "so no what about up out into than them some could other time only new its these two may first "
-    "then do any like my now over such our man me even most made after also did many before must "
-    "through back years where much your way well down should because each just those how too"
-).split()
+FUNCTION_WORDS = ["the", "of", "and", "to", "a", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would", "who", "so", "no", "what", "about", "up", "out", "into", "than", "them", "some", "could", "other", "time", "only", "new", "its", "these", "two", "may", "first", "then", "do", "any", "like", "my", "now", "over", "such", "our", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those", "how", "too"]
 
 _SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
 

@@ -27,7 +27,7 @@ from kbtui.tools.fencing import neutralise  # noqa: E402
 from kbtui.tools.knowledge import KnowledgeTools  # noqa: E402
 from store import catalog  # noqa: E402
 
-WORDS = "certificate rotation backup restore kernel upgrade incident latency replica failover".split()
+WORDS = ["certificate", "rotation", "backup", "restore", "kernel", "upgrade", "incident", "latency", "replica", "failover"]
 
 
 def median_ms(action, repeat: int) -> float:

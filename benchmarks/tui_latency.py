@@ -35,13 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from ingest import write_documents  # noqa: E402
 from textual import events  # noqa: E402
 from textual.widgets import DataTable, Input  # noqa: E402
 
-from ingest import write_documents  # noqa: E402
-from kbtui.tui.app import KbtuiApp, TuiOptions  # noqa: E402
 from kbtui.config import Config  # noqa: E402
 from kbtui.node import Node  # noqa: E402
+from kbtui.tui.app import KbtuiApp, TuiOptions  # noqa: E402
 from kbtui.tui.screens.search import SearchScreen  # noqa: E402
 
 

@@ -99,7 +99,7 @@ def run(size: int, queries: int, seed: int) -> list[dict[str, object]]:
     for ef in sorted({64, HNSW_EF_SEARCH, 256}):
         index.set_ef(ef)
         times, found = [], 0
-        for query, expected in zip(probe, truth):
+        for query, expected in zip(probe, truth, strict=True):
             started = time.perf_counter()
             labels, _ = index.knn_query(query, k=10, num_threads=1)
             times.append(time.perf_counter() - started)

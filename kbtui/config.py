@@ -7,6 +7,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -98,7 +99,7 @@ class Config:
         """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
         value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         path = home / CONFIG_FILE_NAME
         if path.exists():
             try:
@@ -113,7 +114,7 @@ class Config:
         return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
 
 
-def _table(values: dict[str, object], name: str) -> dict[str, object]:
+def _table(values: dict[str, Any], name: str) -> dict[str, Any]:
     table = values.pop(name, None)
     if table is None:
         return {}
@@ -122,7 +123,7 @@ def _table(values: dict[str, object], name: str) -> dict[str, object]:
     return table
 
 
-def _known(kind: type, values: dict[str, object]) -> dict[str, object]:
+def _known(kind: type, values: dict[str, Any]) -> dict[str, Any]:
     names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking", "extraction"}
     unknown = sorted(set(values) - names)
     if unknown:

@@ -7,13 +7,26 @@ atomic index commit live in ``actors/embedder.py`` and ``actors/indexer.py``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document, chunker_version
 from kbtui.config import Config
 from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
-from store.models import Document
+
+
+class DocumentFacts(Protocol):
+    """What the stages read of a document (``actors.events.DocumentRef`` carries it)."""
+
+    @property
+    def document_id(self) -> str: ...
+
+    @property
+    def format(self) -> str: ...
+
+    @property
+    def source_path(self) -> str | None: ...
 
 
 class StageFailed(Exception):
@@ -31,11 +44,11 @@ class Chunked:
     chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
-def extract_stage(store: Store, config: Config, document: Document) -> list[Element]:
+def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list[Element]:
     """Decrypt the document and parse it in a killable worker under the configured limits."""
     try:
         max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)
-        data = store.blobs.read_bytes(document.id, max_bytes=max_bytes)
+        data = store.blobs.read_bytes(document.document_id, max_bytes=max_bytes)
     except BlobCorrupt:
         raise StageFailed("blob_corrupt") from None
     except StoreError:  # over the size limit
@@ -46,9 +59,11 @@ def extract_stage(store: Store, config: Config, document: Document) -> list[Elem
         raise StageFailed(exc.code) from None
 
 
-def chunk_stage(config: Config, document: Document, elements: list[Element], context_window: int | None) -> Chunked:
+def chunk_stage(
+    config: Config, document: DocumentFacts, elements: list[Element], context_window: int | None
+) -> Chunked:
     sections, chunks = chunk_document(
-        document.id,
+        document.document_id,
         elements,
         source_path=document.source_path or "",
         settings=config.chunking,

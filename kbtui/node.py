@@ -448,7 +448,7 @@ class Node:
 
     @_connected
     def import_repository(
-        self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], None] | None = None
+        self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], object] | None = None
     ) -> ImportReport:
         """Bring ``collection_id`` in line with a registered repository: add,
         update, leave, and (after a completed scan) purge. Writes Pending rows

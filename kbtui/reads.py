@@ -216,7 +216,7 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
     found = load_document_rows(names, None, document_ids=[document_id])
     if not found:
         return None
-    versions = (
+    vector_dim, parser_version, chunker_version = (
         Document.select(Document.vector_dim, Document.parser_version, Document.chunker_version)
         .where(Document.id == document_id).tuples().first()
     ) or (None, None, None)
@@ -242,7 +242,9 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
                    printable(" ".join(content[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
         for ordinal, uid, heading, kind, page, start, end, tokens, content in chunk_query.tuples()
     )
-    return DocumentDetail(found[0], *versions, history=history, sections=sections, chunks=chunks)
+    return DocumentDetail(
+        found[0], vector_dim, parser_version, chunker_version, history=history, sections=sections, chunks=chunks
+    )
 
 
 # ---------------------------------------------------------------- served text

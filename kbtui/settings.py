@@ -13,7 +13,6 @@ later (``max_in_flight = "abc"``), spinning the chunker (``max_chunk_chars =
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import typing
 from dataclasses import dataclass
@@ -70,9 +69,15 @@ def validate_settings(instance: Any, table: str | None = None) -> None:
             raise InvalidSetting(f"{CONFIG_FILE_NAME}: {key} must be {_accepted(kind, bounds)} (got {got})")
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _type_hints(kind: type) -> dict[str, Any]:
-    return typing.get_type_hints(kind)  # resolves the string annotations once per class
+    """The resolved annotations of a settings class (string annotations resolved once per class)."""
+    hints = _HINTS.get(kind)
+    if hints is None:
+        hints = _HINTS[kind] = typing.get_type_hints(kind)
+    return hints
 
 
 def _has_type(value: object, kind: type) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -10,7 +11,6 @@ from pathlib import Path
 
 from peewee import OperationalError, SqliteDatabase
 
-from store.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
 from store.blobs import BlobStore
 from store.datadir import (
     BLOB_DIR_NAME,
@@ -30,6 +30,7 @@ from store.datadir import (
     write_fingerprint_file,
 )
 from store.db import open_database
+from store.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
 from store.keys import key_fingerprint, load_or_create_key, verify_key
 from store.migrations import LATEST_VERSION, apply_migrations
 
@@ -126,10 +127,10 @@ def _initialise(home: Path) -> Store:
     os.makedirs(home / BLOB_DIR_NAME, mode=0o700, exist_ok=True)
     key = load_or_create_key(home, data_exists=False)
     db_path = home / DB_FILE_NAME
-    try:  # SQLite itself never creates the catalog (mode=rw): only this does, owner-only.
+    # SQLite itself never creates the catalog (mode=rw): only this does, owner-only.
+    # An empty file already there was checked by the caller.
+    with contextlib.suppress(FileExistsError):
         os.close(os.open(db_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except FileExistsError:
-        pass  # an empty file (checked by the caller)
     db = open_database(db_path)
     try:
         apply_migrations(db)

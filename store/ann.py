@@ -181,7 +181,7 @@ class IdentityIndex:
         try:
             with self._lock:
                 installed = graph is not None and not self._closed
-                if installed:
+                if graph is not None and installed:
                     self._install_locked(graph)
                 self._building = None
                 if installed:
@@ -328,7 +328,7 @@ class IdentityIndex:
             except RuntimeError:
                 # The graph could not reach that many in scope: scan them exactly.
                 return self._scan_scope(graph, query, collection_id, limit)
-            candidates = [(int(label), 1.0 - float(d)) for label, d in zip(labels[0], distances[0])]
+            candidates = [(int(label), 1.0 - float(d)) for label, d in zip(labels[0], distances[0], strict=True)]
             visible = vectors.visible_chunk_ids([c for c, _ in candidates], self.identity, self.dim, collection_id)
             hits = [(c, s) for c, s in candidates if c in visible]
             if len(hits) >= limit or wanted >= in_scope:

@@ -19,7 +19,7 @@ from peewee import IntegrityError
 from store import Store
 from store.blobs import FileChanged, SealedBlob, open_name, seal_name
 from store.db import database
-from store.errors import NotFound, StoreError
+from store.errors import NotFound
 from store.files import open_source
 from store.id_batches import id_batches
 from store.models import (
@@ -287,7 +287,7 @@ def commit_index(
                 page=section.page,
             ).execute()
         chunk_ids: list[int] = []
-        for spec, vector in zip(chunks, vectors):
+        for spec, vector in zip(chunks, vectors, strict=True):
             chunk_id = Chunk.insert(
                 chunk_uid=spec.chunk_uid,
                 document=document_id,

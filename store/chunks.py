@@ -45,7 +45,12 @@ SCOPED_SQL = f"c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_
 
 def chunk_record(row: Sequence) -> ChunkRecord:
     """A ChunkRecord from a row selected with CHUNK_COLUMNS."""
-    return ChunkRecord(*row[:12], symbol=row[12] or None, text=row[13])
+    (collection_id, document_id, chunk_id, ordinal, section_key, heading_path, source_path, page,
+     start_offset, end_offset, kind, language, symbol, text) = row
+    return ChunkRecord(
+        collection_id, document_id, chunk_id, ordinal, section_key, heading_path, source_path, page,
+        start_offset, end_offset, kind, language, symbol or None, text,
+    )
 
 
 def served_chunks(

@@ -30,8 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from store.errors import CatalogProblem, DataDirectoryProblem, KeyProblem, NoKnowledgeBase
 from store.db import catalog_uri
+from store.errors import CatalogProblem, DataDirectoryProblem, KeyProblem, NoKnowledgeBase
 from store.files import fsync_dir
 from store.keys import KEY_FILE_NAME
 from store.migrations import LATEST_VERSION, newer_schema_problem

@@ -15,7 +15,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store.errors import CatalogProblem, StoreError, NoKnowledgeBase
+from store.ann import EPOCH_KEY, INDEX_DIR_NAME
+from store.ann_files import SIDECAR_FORMAT
 from store.blobs import MAGIC
 from store.datadir import (
     BLOB_DIR_NAME,
@@ -31,11 +32,10 @@ from store.datadir import (
     refuse_foreign_catalog,
     sqlite_detail,
 )
+from store.errors import CatalogProblem, NoKnowledgeBase, StoreError
 from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key
 from store.migrations import LATEST_VERSION
 from store.node_lock import node_running
-from store.ann import EPOCH_KEY, INDEX_DIR_NAME
-from store.ann_files import SIDECAR_FORMAT
 
 PROBLEM = "problem"  # the directory must not be used until it is fixed (exit 3)
 WARNING = "warning"  # works, but look at it

@@ -127,7 +127,7 @@ def ranked_matches(
     """Chunk ids and BM25 scores (higher is better) of served chunks in scope
     that hold any of ``words``, best first. ``repeats`` (same order as
     ``words``) is each word's query-term frequency; missing means once."""
-    expression = weighted_any_of(list(words), dict(zip(words, repeats)))
+    expression = weighted_any_of(list(words), dict(zip(words, repeats, strict=False)))  # missing: once
     if expression is None:
         return []
     if document_id is None:

@@ -17,7 +17,7 @@ from peewee import (
 from store.db import database
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     PENDING = "Pending"
     EXTRACTING = "Extracting"
     CHUNKING = "Chunking"

@@ -27,13 +27,14 @@ class NodeLock:
         file is created owner-only.
         """
         # A few tries: node_running() briefly holds a shared lock while probing.
-        for attempt in range(5):
-            lock = FileLock.try_acquire(home / LOCK_FILE_NAME)
+        lock = FileLock.try_acquire(home / LOCK_FILE_NAME)
+        for _ in range(4):
             if lock is not None:
                 break
-            if attempt == 4:
-                return None
             time.sleep(0.02)
+            lock = FileLock.try_acquire(home / LOCK_FILE_NAME)
+        if lock is None:
+            return None
         try:  # the pid is for people reading the file; a full disk must not stop the node
             os.ftruncate(lock.fd, 0)
             os.write(lock.fd, str(os.getpid()).encode())

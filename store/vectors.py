@@ -47,10 +47,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     if k <= 0 or n == 0:
         return np.zeros(0, np.int64)
     negated = -scores
-    if k < n:
-        picked = np.argpartition(negated, k - 1)[:k]
-    else:
-        picked = np.arange(n)
+    picked = np.argpartition(negated, k - 1)[:k] if k < n else np.arange(n)
     return picked[np.lexsort((picked, negated[picked]))]
 
 

@@ -15,7 +15,6 @@ from kbtui.cli import main
 from kbtui.config import Config
 from kbtui.node import Node
 
-
 # Tests put this marker in document text, file names, repository paths and
 # queries (e.g. "envcanary", "zqxcanary7731"). No log record of any test, and
 # no log file of any data directory a test used, may ever contain it.

@@ -72,10 +72,8 @@ def _log_to(config: Config, stderr_level: int, *, to_file: bool) -> None:
     )
 
 
-def existing_collection(node: Node, raw: str | None) -> str | None:
-    """The canonical id of a collection that exists (None when not given)."""
-    if raw is None:
-        return None
+def existing_collection(node: Node, raw: str) -> str:
+    """The canonical id of ``raw``, a collection that must exist."""
     collection_id = canonical_collection_id(raw)
     if not node.collection_exists(collection_id):
         raise NotFound("unknown collection")

@@ -16,6 +16,7 @@ from kbtui.follow import FollowResult
 from kbtui.printable import human_size, printable
 from kbtui.reads import DocumentRow
 
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-c", "--collection", help="Collection to add to (default: DEFAULT).")
@@ -115,7 +116,7 @@ def _print_documents(documents: list[DocumentRow]) -> None:
 def list_command(ctx: click.Context, collection: str | None, status: str | None, as_json: bool) -> int:
     """List documents and their ingestion status."""
     node = open_node(ctx, read_only=True)
-    documents = node.documents(existing_collection(node, collection), status)
+    documents = node.documents(existing_collection(node, collection) if collection else None, status)
     if as_json:
         click.echo(json.dumps([document_json(d) for d in documents], indent=2))
     elif documents:
@@ -184,5 +185,6 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
         click.echo(f"kbtui: document {document_id}: {problem}; its index is kept as it was", err=True)
     ids = list(report.queued)
     result = None if no_wait or not ids else node.index_and_follow(ids)
-    stdout.print(_outcome_line(len(ids), result) + (f", {len(report.damaged)} left alone (damaged source)" if report.damaged else ""))
+    damaged = f", {len(report.damaged)} left alone (damaged source)" if report.damaged else ""
+    stdout.print(_outcome_line(len(ids), result) + damaged)
     return 1 if report.damaged else _exit_code(result)

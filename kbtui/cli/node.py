@@ -52,7 +52,10 @@ def status(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
         return 0
-    stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
+    if running:
+        stdout.print(f"node: running (pid {queue['pid']})" if queue else "node: running")
+    else:
+        stdout.print("node: not running")
     if queue:
         stdout.print(
             f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "

@@ -158,7 +158,7 @@ def _print_explain(explain) -> None:
         f"{explain.vector_candidates} vector candidates{', reranked' if explain.reranked else ''}[/]"
     )
     if plan is not None:
-        ranked = [w if n == 1 else f"{w}×{n}" for w, n in zip(plan.ranked, plan.repeats)]
+        ranked = [w if n == 1 else f"{w}×{n}" for w, n in zip(plan.ranked, plan.repeats, strict=True)]
         parts = [f"ranked {', '.join(ranked) or '-'}"]
         if plan.pruned:
             parts.append(f"left out {', '.join(plan.pruned)}")
@@ -273,7 +273,9 @@ def _claim_eval_home(home: Path, own_home: Path, collection: str, provider: str)
         except (OSError, ValueError):
             made = None
         if made != wanted:
-            raise click.UsageError(f"{home} was made for another collection or provider (or by an older kbtui); use a new directory")
+            raise click.UsageError(
+                f"{home} was made for another collection or provider (or by an older kbtui); use a new directory"
+            )
         return
     if home.exists() and any(home.iterdir()):
         raise click.UsageError(f"{home} is not empty and was not made by kbtui eval")

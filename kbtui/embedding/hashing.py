@@ -7,6 +7,7 @@ shared words and word pairs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -46,7 +47,7 @@ class HashEmbedder:
     def _features(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)
         words = [w.lower() for w in _WORD.findall(text)]
-        for feature in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
+        for feature in words + [f"{a} {b}" for a, b in itertools.pairwise(words)]:
             digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
             bucket = int.from_bytes(digest[:4], "little") % self.dim
             vec[bucket] += 1.0 if digest[4] & 1 else -1.0

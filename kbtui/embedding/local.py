@@ -16,6 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -99,8 +100,8 @@ class LocalEmbedder:
         self._files = files
         self._identity: VectorIdentity | None = None
         self._load_lock = threading.Lock()
-        self._session = None
-        self._tokenizer = None
+        self._session: Any = None  # an onnxruntime.InferenceSession, loaded on first use
+        self._tokenizer: Any = None  # a tokenizers.Tokenizer, loaded on first use
 
     # -- identity
 
@@ -162,7 +163,7 @@ class LocalEmbedder:
                 ["last_hidden_state"],
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
             )
-        except Exception as exc:  # onnxruntime raises its own untyped failures
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped failures
             raise EmbeddingUnavailable(
                 "embedder_error", f"local embedding model failed ({type(exc).__name__})"
             ) from None
@@ -201,7 +202,7 @@ class LocalEmbedder:
                     session = onnxruntime.InferenceSession(
                         str(files.onnx), sess_options=options, providers=["CPUExecutionProvider"]
                     )
-                except Exception as exc:  # a damaged file: say which step restores it
+                except Exception as exc:  # noqa: BLE001 - a damaged file: say which step restores it
                     raise EmbeddingUnavailable(
                         "embedding_model_missing",
                         f"local embedding model could not be loaded ({type(exc).__name__}); "

@@ -30,7 +30,10 @@ _TS_PATTERNS = [
     *_JS_PATTERNS,
     re.compile(rf"^{_JS_EXPORT}(?:const[ \t]+)?(?:interface|type|enum|namespace)[ \t]+({_JS_IDENT})"),
 ]
-_JVM_MODIFIERS = r"(?:(?:public|protected|private|internal|abstract|final|static|sealed|open|data|partial|strictfp|inline|suspend)[ \t]+)*"
+_JVM_MODIFIERS = (
+    r"(?:(?:public|protected|private|internal|abstract|final|static|sealed|open|data|partial|strictfp|inline|suspend)"
+    r"[ \t]+)*"
+)
 
 SYMBOL_PATTERNS: dict[str, list[re.Pattern[str]]] = {
     "python": [re.compile(rf"^(?:async[ \t]+)?def[ \t]+({_IDENT})"), re.compile(rf"^class[ \t]+({_IDENT})")],

@@ -17,6 +17,7 @@ levels), so pathological nesting is ``extract_too_large``, never a hang.
 from __future__ import annotations
 
 import codecs
+import itertools
 import re
 
 from lxml import etree
@@ -56,11 +57,11 @@ def decode_html(data: bytes) -> str:
     declared = _META_CHARSET.search(data[:4096])
     if declared:
         try:
-            encoding = codecs.lookup(declared.group(1).decode("ascii")).name
+            named: str | None = codecs.lookup(declared.group(1).decode("ascii")).name
         except LookupError:
-            encoding = None
-        if encoding and not encoding.startswith("utf-16"):
-            return data.decode(encoding, errors="replace")
+            named = None
+        if named and not named.startswith("utf-16"):
+            return data.decode(named, errors="replace")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -110,7 +111,7 @@ def _text_of(element: etree._Element, *, keep_whitespace: bool = False) -> str:
 
 def _code_language(pre: etree._Element) -> str | None:
     candidates = [pre, *pre.iterchildren("code")]
-    candidates += [a for _, a in zip(range(3), pre.iterancestors())]
+    candidates += list(itertools.islice(pre.iterancestors(), 3))
     for node in candidates:
         match = _LANGUAGE_CLASS.search(node.attrib.get("class", ""))
         if match:

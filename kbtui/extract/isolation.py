@@ -16,6 +16,7 @@ which is safe from a multi-threaded node and never re-imports the caller's
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import json
 import logging
@@ -157,10 +158,8 @@ class ExtractionWorker:
             log.warning("extraction worker %d killed: %s", process.pid, reason)
         if process.poll() is None:
             process.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
         for stream in (process.stdin, process.stdout):
             try:
                 if stream is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import re
 
-from kbtui.extract import Element
+from kbtui.extract import Element, ElementKind
 
 _ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 _SETEXT = re.compile(r"^(=+|-+)[ \t]*$")
@@ -39,10 +39,7 @@ def decode_text(data: bytes) -> str:
             # none, assume a Windows/Latin single-byte encoding rather than
             # replacing every accented letter.
             replaced = data.decode("utf-8", errors="replace")
-            if _WELL_FORMED_NON_ASCII.search(replaced):
-                text = replaced
-            else:
-                text = data.decode("cp1252", errors="replace")
+            text = replaced if _WELL_FORMED_NON_ASCII.search(replaced) else data.decode("cp1252", errors="replace")
     return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -67,7 +64,7 @@ def read_markdown(text: str) -> list[Element]:
         end = para[-1][0] + len(para[-1][1])
         body = "\n".join(line for _, line in para).strip()
         if body:
-            kind = "list_item" if _LIST_ITEM.match(para[0][1]) else "paragraph"
+            kind: ElementKind = "list_item" if _LIST_ITEM.match(para[0][1]) else "paragraph"
             elements.append(Element(kind, body, start=start, end=end))
         para.clear()
 
@@ -218,7 +215,8 @@ def read_rst(text: str) -> list[Element]:
             end = _indented_block(lines, i)
             for para in re.split(r"\n[ \t]*\n", _dedent([ln for _, ln in lines[i:end]])):
                 if para.strip():
-                    elements.append(Element("paragraph", para.strip(), start=offset, end=lines[end - 1][0] + len(lines[end - 1][1])))
+                    last_start, last_line = lines[end - 1]
+                    elements.append(Element("paragraph", para.strip(), start=offset, end=last_start + len(last_line)))
             i = end
             continue
         # A paragraph or list item: up to a blank line, the next list item, or a title.
@@ -234,7 +232,7 @@ def read_rst(text: str) -> list[Element]:
             stem = body[:-2]
             body = stem.rstrip() if not stem or stem[-1].isspace() else stem + ":"
         if body.strip():
-            kind = "list_item" if _RST_LIST_ITEM.match(line) else "paragraph"
+            kind: ElementKind = "list_item" if _RST_LIST_ITEM.match(line) else "paragraph"
             elements.append(Element(kind, body.strip(), start=offset, end=lines[j - 1][0] + len(lines[j - 1][1])))
         i = code_block(j, None) if literal_follows else j
     return elements

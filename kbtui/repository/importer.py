@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 MAX_NAME_LENGTH = 100
 
-ProgressCallback = Callable[[int, int], None]
+ProgressCallback = Callable[[int, int], object]
 
 
 class ImportInProgress(KbtuiError):

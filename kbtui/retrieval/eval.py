@@ -11,8 +11,6 @@ that need several sources).
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import math
 import re
@@ -136,7 +134,7 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """Numbered lines of a UTF-8 file; a missing file or bad bytes is an InvalidEvalSet."""
     name = path.name if path.parent.name != "qrels" else f"qrels/{path.name}"
     try:
-        handle = open(path, "rb")
+        handle = open(path, "rb")  # noqa: SIM115 - only the open is guarded; the with below closes it
     except FileNotFoundError:
         raise InvalidEvalSet(f"the BEIR directory has no {name}") from None
     except OSError:
@@ -305,7 +303,9 @@ class BeirRun:
     failed: int = 0
 
 
-def ingest_beir(node, collection: BeirCollection, collection_id: str, *, show_progress: bool) -> tuple[dict[str, str], dict[str, str]]:
+def ingest_beir(
+    node, collection: BeirCollection, collection_id: str, *, show_progress: bool
+) -> tuple[dict[str, str], dict[str, str]]:
     """Add each BEIR document as its own document and index everything through the
     node's actor pipeline. Returns document id -> BEIR id, and document id -> final status.
 

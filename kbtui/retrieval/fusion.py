@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 RRF_K = 60
 SCORE_AWARE_WEIGHT = 0.5
@@ -66,8 +67,12 @@ FUSION_STRATEGIES = ("rrf", "score_aware", "convex")
 DEFAULT_FUSION = "convex"
 
 
+# The ids fused: chunk ids in search, anything hashable in tests and benchmarks.
+Id = TypeVar("Id", bound=Hashable)
+
+
 @dataclass(frozen=True)
-class ArmResult:
+class ArmResult(Generic[Id]):
     """One arm's ranking: ``(id, score)`` best first, higher score is better.
 
     ``unlisted_zeros``: how many more candidates are known to score 0 (the
@@ -76,18 +81,18 @@ class ArmResult:
     """
 
     name: str
-    ranked: Sequence[tuple[Hashable, float]]
+    ranked: Sequence[tuple[Id, float]]
     unlisted_zeros: int = 0
 
 
 def reciprocal_rank_fusion(
-    ranked_lists: Sequence[Sequence[Hashable]], k: int = RRF_K
-) -> list[tuple[Hashable, float]]:
+    ranked_lists: Sequence[Sequence[Id]], k: int = RRF_K
+) -> list[tuple[Id, float]]:
     """Fuse ranked id lists: score(id) = sum over lists of 1 / (k + rank).
 
     Ranks are 1-based. Ties break by first appearance so the order is stable.
     """
-    scores: dict[Hashable, float] = {}
+    scores: dict[Id, float] = {}
     for ranked in ranked_lists:
         for rank, item in enumerate(ranked, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
@@ -106,10 +111,10 @@ def normalised_scores(scores: Sequence[float]) -> list[float] | None:
 
 
 def score_aware_fusion(
-    arms: Sequence[ArmResult], k: int = RRF_K, weight: float = SCORE_AWARE_WEIGHT
-) -> list[tuple[Hashable, float]]:
+    arms: Sequence[ArmResult[Id]], k: int = RRF_K, weight: float = SCORE_AWARE_WEIGHT
+) -> list[tuple[Id, float]]:
     """RRF tilted by each arm's normalised score (see the module docstring)."""
-    scores: dict[Hashable, float] = {}
+    scores: dict[Id, float] = {}
     for arm in arms:
         raw = [s for _, s in arm.ranked]
         normalised = normalised_scores(raw)
@@ -119,7 +124,7 @@ def score_aware_fusion(
             normalised_tilts = [flat] * len(raw)
         else:
             normalised_tilts = [1.0 + weight * n for n in normalised]
-        for rank, ((item, _), tilt) in enumerate(zip(arm.ranked, normalised_tilts), start=1):
+        for rank, ((item, _), tilt) in enumerate(zip(arm.ranked, normalised_tilts, strict=True), start=1):
             scores[item] = scores.get(item, 0.0) + tilt / (k + rank)
     return _sorted(scores)
 
@@ -148,17 +153,17 @@ def distribution_normalised_scores(
 
 
 def convex_fusion(
-    vector: ArmResult, lexical: ArmResult, alpha: float = CONVEX_ALPHA, k: int = RRF_K
-) -> list[tuple[Hashable, float]]:
+    vector: ArmResult[Id], lexical: ArmResult[Id], alpha: float = CONVEX_ALPHA, k: int = RRF_K
+) -> list[tuple[Id, float]]:
     """``alpha * vector + (1 - alpha) * lexical`` over distribution-normalised scores."""
     vector_norm = distribution_normalised_scores([s for _, s in vector.ranked], unlisted_zeros=vector.unlisted_zeros)
     lexical_norm = distribution_normalised_scores([s for _, s in lexical.ranked], unlisted_zeros=lexical.unlisted_zeros)
     if vector_norm is None or lexical_norm is None:
         return reciprocal_rank_fusion([[i for i, _ in vector.ranked], [i for i, _ in lexical.ranked]], k)
-    scores: dict[Hashable, float] = {}
-    for (item, _), value in zip(vector.ranked, vector_norm):
+    scores: dict[Id, float] = {}
+    for (item, _), value in zip(vector.ranked, vector_norm, strict=True):
         scores[item] = scores.get(item, 0.0) + alpha * value
-    for (item, _), value in zip(lexical.ranked, lexical_norm):
+    for (item, _), value in zip(lexical.ranked, lexical_norm, strict=True):
         scores[item] = scores.get(item, 0.0) + (1.0 - alpha) * value
     return _sorted(scores)
 
@@ -174,8 +179,8 @@ def vector_weight(top_similarity: float | None, model: str | None) -> float:
 
 
 def fuse(
-    strategy: str, lexical: ArmResult, vector: ArmResult, *, alpha: float = CONVEX_ALPHA
-) -> list[tuple[Hashable, float]]:
+    strategy: str, lexical: ArmResult[Id], vector: ArmResult[Id], *, alpha: float = CONVEX_ALPHA
+) -> list[tuple[Id, float]]:
     """Fuse the two arms with the named strategy (one of ``FUSION_STRATEGIES``);
     ``alpha`` is the vector arm's weight in ``convex`` (see :func:`vector_weight`)."""
     if strategy == "rrf":
@@ -187,6 +192,6 @@ def fuse(
     raise ValueError(f"unknown fusion strategy {strategy!r}")
 
 
-def _sorted(scores: dict[Hashable, float]) -> list[tuple[Hashable, float]]:
+def _sorted(scores: dict[Id, float]) -> list[tuple[Id, float]]:
     order = {item: i for i, item in enumerate(scores)}
     return sorted(scores.items(), key=lambda pair: (-pair[1], order[pair[0]]))

@@ -127,4 +127,4 @@ def lexical_candidates(
         return LexicalResult(lists[0] if lists else [], plan)
     # Words and CJK runs matched through different tables: merge by rank.
     merged = reciprocal_rank_fusion([[c for c, _ in found] for found in lists])[:limit]
-    return LexicalResult([(int(c), s) for c, s in merged], plan)
+    return LexicalResult(merged, plan)

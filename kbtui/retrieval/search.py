@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -346,14 +346,14 @@ class SearchService:
     def _maybe_rerank(
         self,
         request: SearchRequest,
-        fused: list[tuple[Hashable, float]],
+        fused: list[tuple[int, float]],
         lexical: Sequence[tuple[int, float]],
         semantic: Sequence[tuple[int, float]],
         started: float,
         limit: int,
         degraded: list[str],
         timings: dict[str, float],
-    ) -> tuple[list[tuple[Hashable, float]], str, dict[Hashable, ChunkRecord]] | None:
+    ) -> tuple[list[tuple[int, float]], str, dict[int, ChunkRecord]] | None:
         """Reranked selection, or None for fusion order (the reason goes in ``degraded``)."""
         if self.reranker is None or request.mode != "hybrid":
             return None
@@ -378,13 +378,14 @@ class SearchService:
             request.query[:MAX_QUERY_CHARS], [rows[c].text for c, _ in present], deadline_s=remaining
         )
         timings["rerank_ms"] = (time.perf_counter() - rerank_started) * 1000
-        if not outcome.ok:
+        scores = outcome.scores
+        if scores is None:
             degraded.append(f"reranker_{outcome.code}")
             if outcome.code != "busy":
                 self._ask_for_warm(RERANKER_TARGET)
             return None
-        order = sorted(range(len(present)), key=lambda i: (-outcome.scores[i], i))
-        return [(present[i][0], outcome.scores[i]) for i in order], "Rerank", rows
+        order = sorted(range(len(present)), key=lambda i: (-scores[i], i))
+        return [(present[i][0], scores[i]) for i in order], "Rerank", rows
 
     def _ask_for_warm(self, target: str) -> None:
         if self.request_warm is None:
@@ -396,21 +397,21 @@ class SearchService:
 
     # ------------------------------------------------------------ hydration
 
-    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[Hashable]) -> dict[Hashable, ChunkRecord]:
+    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
         """The chunks ``chunk_ids`` that are still served in the request's scope."""
         return served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
 
     def _best_chunk_per_document(
         self,
         request: SearchRequest,
-        ordered: Sequence[tuple[Hashable, float]],
+        ordered: Sequence[tuple[int, float]],
         limit: int,
-        rows: dict[Hashable, ChunkRecord],
-    ) -> tuple[list[tuple[Hashable, float]], dict[Hashable, ChunkRecord]]:
+        rows: dict[int, ChunkRecord],
+    ) -> tuple[list[tuple[int, float]], dict[int, ChunkRecord]]:
         """The first (best) chunk of each document in ``ordered``, up to
         ``limit`` documents; hydrates the ranking a slice at a time."""
         rows = dict(rows)
-        selected: list[tuple[Hashable, float]] = []
+        selected: list[tuple[int, float]] = []
         seen: set[str] = set()
         step = max(2 * limit, 20)
         for start in range(0, len(ordered), step):
@@ -442,6 +443,6 @@ class SearchService:
         return Hit(**{**hit.__dict__, "neighbors": neighbours})
 
 
-def _as_fused(ranked: Sequence[tuple[int, float]]) -> list[tuple[Hashable, float]]:
+def _as_fused(ranked: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:
     """A single arm's own order and scores (lexical-only or vector-only mode)."""
     return [(c, float(s)) for c, s in ranked]

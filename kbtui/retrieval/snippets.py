@@ -30,7 +30,7 @@ def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> list[Segment]:
     matcher = re.compile("|".join(patterns), re.IGNORECASE) if patterns else None
     first = matcher.search(flat) if matcher else None
     start = 0 if first is None else max(0, first.start() - width // 3)
-    if start:
+    if first is not None and start:
         space = flat.find(" ", start)
         start = space + 1 if 0 <= space < first.start() else start
     window = flat[start : start + width]

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection
+from kbtui.reads import DocumentText, title_for
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools import schemas
 from kbtui.tools.fencing import CONTENT_TRUST, Fence
-from kbtui.reads import DocumentText, title_for
 from store.chunks import ChunkRecord
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class KnowledgeTools:
         hits, sources = [], []
         for hit in response.hits:
             source = _source_of_hit(hit, cite)
-            entry = {
+            entry: dict[str, Any] = {
                 **_ref(source),
                 "collectionId": hit.collection_id,
                 "documentId": hit.document_id,

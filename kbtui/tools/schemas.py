@@ -17,7 +17,10 @@ DEFAULT_NEIGHBOR_WINDOW = 1
 
 _COLLECTION = {
     "type": "string",
-    "description": "Collection id (letters, digits, '-', '_', '.'; case-insensitive). Use the collectionId of a hit for follow-up reads.",
+    "description": (
+        "Collection id (letters, digits, '-', '_', '.'; case-insensitive). "
+        "Use the collectionId of a hit for follow-up reads."
+    ),
     "maxLength": 128,
 }
 

@@ -18,6 +18,7 @@ into notifications that carry an error type or a content-free message only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -78,6 +79,10 @@ TERMINAL = (Status.INDEXED.value, Status.FAILED.value)
 SEARCH_SCREEN = "search"
 # Worker groups whose screens report their own failures.
 SELF_REPORTING_GROUPS = ("ask", "ask-search")
+# App-wide keys a dialog keeps to itself (the palette stays available).
+_KEYS_A_DIALOG_KEEPS = frozenset(
+    {"quit", "focus_search", "help", "switch_collection", "import_repository", "ask", "change_theme", "show_documents"}
+)
 
 
 @dataclass(frozen=True)
@@ -194,10 +199,8 @@ class KbtuiApp(App[int]):
         if runtime is not None:
             runtime.stop(drain_timeout_s=drain_timeout_s)
         if bridge is not None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 bridge.stop(timeout=5)
-            except (pykka.ActorDeadError, pykka.Timeout):
-                pass
 
     async def action_quit(self) -> None:
         if self.runtime is None or self._stopping:
@@ -281,12 +284,7 @@ class KbtuiApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # A dialog keeps the keyboard to itself (the palette stays available).
-        if isinstance(self.screen, ModalScreen) and action in {
-            "quit", "focus_search", "help", "switch_collection", "import_repository", "ask", "change_theme",
-            "show_documents",
-        }:
-            return False
-        return True
+        return not (isinstance(self.screen, ModalScreen) and action in _KEYS_A_DIALOG_KEEPS)
 
     def _raise_or_push(self, screen: str | Screen) -> None:
         target = self.get_screen(screen) if isinstance(screen, str) else screen
@@ -462,10 +460,8 @@ class KbtuiApp(App[int]):
         """Ask this node's admission to pick Pending rows up now (a tell: never waits)."""
         runtime = self.runtime
         if runtime is not None and runtime.admission is not None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 runtime.admission.tell(SweepPending())
-            except pykka.ActorDeadError:
-                pass
 
     def _who_indexes(self) -> str:
         if self.mode == "viewer":

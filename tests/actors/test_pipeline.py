@@ -66,7 +66,7 @@ def test_admission_is_idempotent(make_node, tmp_path):
 def test_start_up_resets_interrupted_documents_and_finishes_them(make_node, tmp_path):
     node = make_node()
     ids = add_documents(node, tmp_path, 5)
-    for document_id, status in zip(ids, ["Extracting", "Chunking", "Embedding", "Pending", "Extracting"]):
+    for document_id, status in zip(ids, ["Extracting", "Chunking", "Embedding", "Pending", "Extracting"], strict=True):
         catalog.set_status(document_id, catalog.Status(status))
     with node.pipeline():
         wait_until(all_indexed(ids))

@@ -57,7 +57,8 @@ def test_changing_the_chunk_size_in_the_config_file_reindexes_with_the_new_chunk
     chunks = list(Chunk.select().where(Chunk.document == document_id))
     assert len(chunks) > before and max(len(c.content) for c in chunks) <= 300
     assert sum(embedder.calls) == len(chunks)  # nothing reused from the other chunk size
-    assert Document.get_by_id(document_id).chunker_version == chunker_version(ChunkSettings(max_chunk_chars=300, overlap_chars=50))
+    expected = chunker_version(ChunkSettings(max_chunk_chars=300, overlap_chars=50))
+    assert Document.get_by_id(document_id).chunker_version == expected
     with node.pipeline() as runtime:
         assert runtime.reindexer.ask(ScanForStale()) == 0  # current now
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 
 from kbtui.chunking import (
     CHUNKER_VERSION,
@@ -108,7 +109,7 @@ def test_long_sections_split_at_whitespace_with_overlap():
     for chunk in chunks:
         assert len(chunk.content) <= 100
         assert all(token in words for token in chunk.content.split())  # whole words only
-    for previous, current in zip(chunks, chunks[1:]):
+    for previous, current in itertools.pairwise(chunks):
         assert previous.content.split()[-1] in current.content.split()[:3]  # the overlap
 
 
@@ -152,7 +153,7 @@ def test_ids_are_stable_and_depend_on_document_versions_and_position():
     assert len({c.chunk_uid for c in first}) == len(first)
     other_document = chunk_document("doc-2", elements, parser_version=2)[1]
     other_parser = _chunks(elements, parser_version=3)
-    for a, b, c in zip(first, other_document, other_parser):
+    for a, b, c in zip(first, other_document, other_parser, strict=True):
         assert a.chunk_uid != b.chunk_uid and a.chunk_uid != c.chunk_uid
         assert a.content_hash == b.content_hash == c.content_hash
     assert CHUNKER_VERSION >= 2

@@ -52,7 +52,7 @@ def test_int8_vectors_agree_with_the_fp32_weights(minilm):
     reference = NumpyMiniLM(files.tokenizer.parent / "model.safetensors")
     vectors = minilm.embed_documents(SENTENCES)
     tokenizer = minilm._loaded()[1]
-    cosines = [float(v @ reference.sentence_vector(tokenizer.encode(s).ids)) for s, v in zip(SENTENCES, vectors)]
+    cosines = [float(v @ reference.sentence_vector(tokenizer.encode(s).ids)) for s, v in zip(SENTENCES, vectors, strict=True)]
     assert min(cosines) >= 0.99, cosines
     assert len(tokenizer.encode(SENTENCES[-1]).ids) > 128  # the long one was not cut at 128
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kbtui.chunking import CHUNKER_VERSION
 from kbtui.embedding import VectorIdentity
 from kbtui.embedding.hashing import HashEmbedder
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, ReuseKey, VectorCache
-from kbtui.chunking import CHUNKER_VERSION
 from kbtui.extract import PARSER_VERSION
 from store import catalog
 from store.models import Chunk as ChunkRow
@@ -87,7 +87,8 @@ def test_equal_content_gets_equal_keys_and_a_remembered_vector_is_found():
 @pytest.mark.parametrize("change", ["parser_version", "chunker_version", "identity", "dimension", "content"])
 def test_any_change_in_the_key_is_a_miss(change):
     provider, reuse = CountingProvider(), ChunkEmbeddingReuse()
-    for key, vector in zip(keys_for(reuse, provider), provider.embed_documents([c.contextual_content for c in CHUNKS])):
+    vectors = provider.embed_documents([c.contextual_content for c in CHUNKS])
+    for key, vector in zip(keys_for(reuse, provider), vectors, strict=True):
         reuse.remember(key, vector)
     kwargs = {"parser_version": 1, "chunker_version": 1, "chunks": CHUNKS}
     other = provider

@@ -140,7 +140,11 @@ def test_many_threads_share_a_small_pool_and_get_their_own_answers():
     documents = {i: f"# Doc {i}\n\nbody of document {i}".encode() for i in range(8)}
     with ExtractionPool(2) as shared, ThreadPoolExecutor(max_workers=6) as threads:
         results = dict(
-            zip(documents, threads.map(lambda d: shared.extract(d, "markdown", ExtractionLimits()), documents.values()))
+            zip(
+                documents,
+                threads.map(lambda d: shared.extract(d, "markdown", ExtractionLimits()), documents.values()),
+                strict=True,
+            )
         )
         assert len(shared.worker_pids()) <= 2
     for i, data in documents.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from io import BytesIO
 
 import docx
@@ -34,7 +35,7 @@ def test_pdf_keeps_page_numbers_and_outline_headings():
     assert text_pages == {1}
     assert [e.page for e in elements if "without a heading" in e.text] == [3]
     # Offsets point into the extracted text: increasing, never overlapping.
-    assert all(a.end < b.start for a, b in zip(elements, elements[1:]))
+    assert all(a.end < b.start for a, b in itertools.pairwise(elements))
 
 
 def test_pdf_encrypted_with_a_user_password_fails_as_encrypted():
@@ -66,8 +67,8 @@ def _report(document):
     document.add_paragraph("South", style="List Number")
     document.add_heading("Details", level=2)
     table = document.add_table(rows=2, cols=3)
-    for row, values in zip(table.rows, (("Region", "Q1", "Q2"), ("North", "10", "12"))):
-        for cell, value in zip(row.cells, values):
+    for row, values in zip(table.rows, (("Region", "Q1", "Q2"), ("North", "10", "12")), strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
             cell.text = value
     document.add_paragraph("After the table.")
     custom = document.styles.add_style("Chapter Heading", WD_STYLE_TYPE.PARAGRAPH)

@@ -88,7 +88,7 @@ def read_only(home: Path, target: Path | None = None) -> Iterator[ReadOnlyView]:
         yield view
         return
     modes = {path: stat.S_IMODE(path.stat().st_mode) for path in [view.target, *view.target.rglob("*")]}
-    for path, mode in modes.items():
+    for path in modes:
         path.chmod(0o555 if path.is_dir() else 0o444)
     try:
         yield view

@@ -26,7 +26,7 @@ def test_two_processes_adding_at_once_lose_nothing_and_duplicate_nothing(home, t
         for own in (own_a, own_b)
     ]
     outputs = [p.communicate(timeout=180) for p in processes]
-    for process, (out, err) in zip(processes, outputs):
+    for process, (out, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err
         assert {d["status"] for d in json.loads(out)} == {"Indexed"}
 

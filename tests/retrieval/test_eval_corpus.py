@@ -20,7 +20,12 @@ from kbtui.embedding import VectorIdentity
 from kbtui.embedding.hashing import HashEmbedder
 from kbtui.node import Node
 from kbtui.retrieval.eval import (
-    answers_nothing, citation_coverage, ndcg_at_k, percentile_ms, recall_at_k, reciprocal_rank,
+    answers_nothing,
+    citation_coverage,
+    ndcg_at_k,
+    percentile_ms,
+    recall_at_k,
+    reciprocal_rank,
 )
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.search import SearchRequest, SearchService

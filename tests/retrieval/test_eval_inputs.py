@@ -47,7 +47,9 @@ GOOD_CORPUS_LINE = json.dumps({"_id": "d1", "title": "Wing", "text": "flutter"})
 MALFORMED = {
     "no qrels": (dict(with_qrels=False), "the BEIR directory has no qrels/test.tsv"),
     "bad JSON line": (dict(corpus=GOOD_CORPUS_LINE + b'{"_id": "d2", "text": \n'), "BEIR corpus.jsonl line 2: not valid JSON"),
-    "missing _id": (dict(corpus=GOOD_CORPUS_LINE + b'{"text": "no id"}\n'), "BEIR corpus.jsonl line 2: no _id (a string or an integer)"),
+    "missing _id": (
+        dict(corpus=GOOD_CORPUS_LINE + b'{"text": "no id"}\n'), "BEIR corpus.jsonl line 2: no _id (a string or an integer)"
+    ),
     "not an object": (dict(queries=b'["q1", "text"]\n'), "BEIR queries.jsonl line 1: not a JSON object"),
     "grade NaN": (dict(qrels=b"q1\td1\tNaN\n" + b"q1\td2\tNaN\n"), "BEIR qrels/test.tsv line 2: the score is not an integer"),
     "invalid UTF-8": (dict(queries=b'{"_id": "q1", "text": "caf\xe9"}\n'), "BEIR queries.jsonl line 1: not valid UTF-8"),
@@ -102,7 +104,7 @@ def test_two_ids_with_the_same_text_stay_two_documents(run_cli, tmp_path):
 
 
 def _big_set(root: Path, documents: int) -> Path:
-    words = "pressure drag lift wing flutter boundary layer shock heat transfer".split()
+    words = ["pressure", "drag", "lift", "wing", "flutter", "boundary", "layer", "shock", "heat", "transfer"]
     corpus = jsonl(
         {"_id": f"d{n}", "title": f"Report {n}", "text": " ".join(words[(n + k) % len(words)] for k in range(400))}
         for n in range(documents)

@@ -10,8 +10,17 @@ from hypothesis import strategies as st
 from kbtui.retrieval.eval import ndcg_at_k, precision_at_k, recall_at_k, reciprocal_rank
 from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, MAX_REPEATS, MAX_TERMS, STOP_WORDS, parse_query
 from kbtui.retrieval.fusion import (
-    ALPHA_RANGE, CONVEX_ALPHA, SIMILARITY_MIDPOINTS, ArmResult, convex_fusion, distribution_normalised_scores, fuse,
-    normalised_scores, reciprocal_rank_fusion, score_aware_fusion, vector_weight,
+    ALPHA_RANGE,
+    CONVEX_ALPHA,
+    SIMILARITY_MIDPOINTS,
+    ArmResult,
+    convex_fusion,
+    distribution_normalised_scores,
+    fuse,
+    normalised_scores,
+    reciprocal_rank_fusion,
+    score_aware_fusion,
+    vector_weight,
 )
 from kbtui.retrieval.lexical import ROW_BUDGET, plan_words
 from kbtui.retrieval.rerank import parse_rerank_response, rerank_skip_reason

@@ -220,7 +220,8 @@ def test_a_kill_during_save_leaves_a_loadable_or_rebuildable_index(node, tmp_pat
 def test_a_mostly_deleted_graph_is_compacted_in_the_background(node, tmp_path, rng):
     data = unit_vectors(rng, 1200)
     documents = [add_document(node, tmp_path, f"d{i}", data[i * 300 : (i + 1) * 300]) for i in range(4)]
-    indexes = VectorIndexes(node.config.home, IndexSettings(exact_scan_min_rows=0, exact_scan_fraction=0.0, inline_build_max_rows=1000))
+    settings = IndexSettings(exact_scan_min_rows=0, exact_scan_fraction=0.0, inline_build_max_rows=1000)
+    indexes = VectorIndexes(node.config.home, settings)
     index = indexes.index_for(IDENTITY, DIM)
     assert indexes.search(data[0], IDENTITY, "DEFAULT", limit=1)
     for document_id, _ in documents[:3]:

@@ -19,7 +19,8 @@ Script = Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]
 
 
 def tool_call_reply(name: str, arguments: dict[str, Any], model: str = "stub") -> dict[str, Any]:
-    return _reply(model, {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]})
+    call = {"function": {"name": name, "arguments": arguments}}
+    return _reply(model, {"role": "assistant", "content": "", "tool_calls": [call]})
 
 
 def text_reply(content: str, model: str = "stub") -> dict[str, Any]:

@@ -9,8 +9,8 @@ import socket
 from textual.app import App
 from textual.widgets import Button, DataTable, Input, Static
 
-from kbtui.tui.screens.ask import AskScreen
 from kbtui.tools.ask import answer_question, search_instead
+from kbtui.tui.screens.ask import AskScreen
 from tests.tools.scripted_ollama import search_then_cite
 
 BACKUPS = "# Backups\n\nNightly pg_basebackup runs at 02:00 with WAL archiving."

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from kbtui.reads import chunk_overlap
 from kbtui.tools.fencing import CONTENT_TRUST, MARKER_PLACEHOLDER, Fence, count_marker_like_text
 from kbtui.tools.knowledge import KnowledgeTools
-from kbtui.reads import chunk_overlap
 from store.models import Chunk, Document
 
 SECRET_NAME = "payroll-zq81-secret-name.md"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pykka
 import pytest
 
-from kbtui.tui.app import KbtuiApp, TuiOptions
 from kbtui.config import Config
 from kbtui.extract import format_for
 from kbtui.node import Node
+from kbtui.tui.app import KbtuiApp, TuiOptions
 from store import catalog
 from store.db import database
 

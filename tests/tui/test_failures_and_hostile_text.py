@@ -35,8 +35,8 @@ def test_a_bad_path_is_a_notification_not_a_crash(tui_node, tmp_path):
 def test_files_refused_mid_add_are_counted_by_reason_not_a_crash(tui_node, tmp_path, monkeypatch):
     import os
 
-    from kbtui.tui import app as app_module
     from kbtui.collect import collect_files
+    from kbtui.tui import app as app_module
 
     folder = tmp_path / "folder"
     for name in ("a", "b", "c", "d"):

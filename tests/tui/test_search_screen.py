@@ -121,7 +121,7 @@ def test_query_syntax_is_searched_as_text_not_an_error(indexed_node, utc):
             screen = await open_search(app, pilot)
             for hostile in ['"x', "(a OR", "NEAR(a b", "col:foo", "-a"]:
                 screen.query_one("#search-input").value = hostile
-                await wait_until(lambda: screen.answered_query == hostile and status_of(screen) != "Searching…")
+                await wait_until(lambda hostile=hostile: screen.answered_query == hostile and status_of(screen) != "Searching…")
                 assert "failed" not in status_of(screen).lower()
             assert not app._notifications  # no error was raised to the operator
 

@@ -27,7 +27,10 @@ class AddFilesScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     AddFilesScreen { align: center middle; }
-    AddFilesScreen > Vertical { width: 90%; max-width: 110; height: auto; max-height: 100%; border: thick $primary; background: $surface; padding: 0 1; }
+    AddFilesScreen > Vertical {
+        width: 90%; max-width: 110; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
     AddFilesScreen #add-hint { color: $text-muted; height: auto; }
     AddFilesScreen DirectoryTree { height: 14; display: none; }
     AddFilesScreen DirectoryTree.-shown { display: block; }

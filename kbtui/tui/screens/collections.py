@@ -22,7 +22,10 @@ class CollectionsScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     CollectionsScreen { align: center middle; }
-    CollectionsScreen > Vertical { width: 60; max-width: 100%; height: auto; max-height: 100%; border: thick $primary; background: $surface; padding: 0 1; }
+    CollectionsScreen > Vertical {
+        width: 60; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
     CollectionsScreen OptionList { height: auto; max-height: 12; }
     CollectionsScreen #collections-problem { color: $error; height: auto; }
     """

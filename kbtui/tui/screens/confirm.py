@@ -20,7 +20,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     DEFAULT_CSS = """
     ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical { width: 64; max-width: 100%; height: auto; border: thick $error; background: $surface; padding: 1 2; }
+    ConfirmScreen > Vertical {
+        width: 64; max-width: 100%; height: auto; border: thick $error; background: $surface; padding: 1 2;
+    }
     ConfirmScreen #confirm-question { margin-bottom: 1; }
     ConfirmScreen Horizontal { height: auto; align-horizontal: right; }
     ConfirmScreen Button { margin-left: 1; }

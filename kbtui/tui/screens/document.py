@@ -37,7 +37,9 @@ def metadata_text(detail: DocumentDetail) -> Text:
     text.append("times     ", style="dim")
     text.append(f"added {full_time(row.created_at)} · indexed {full_time(row.indexed_at)}\n")
     text.append("index     ", style="dim")
-    versions = f"parser v{detail.parser_version} · chunker v{detail.chunker_version}" if detail.parser_version else "not indexed yet"
+    versions = (
+        f"parser v{detail.parser_version} · chunker v{detail.chunker_version}" if detail.parser_version else "not indexed yet"
+    )
     identity = f" · {row.vector_identity} ({detail.vector_dim} dims)" if row.vector_identity else ""
     text.append(versions + identity)
     return text

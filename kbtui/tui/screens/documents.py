@@ -192,7 +192,8 @@ class DocumentsScreen(KbtuiScreen):
         notice = self.query_one("#documents-empty", Static)
         notice.display = empty
         if empty:
-            notice.update(Text(EMPTY if self.status_filter is None else f"No {self.status_filter} documents. f: next status, Esc: all."))
+            filtered = f"No {self.status_filter} documents. f: next status, Esc: all."
+            notice.update(Text(EMPTY if self.status_filter is None else filtered))
 
     def _cells(self, row: DocumentRow, now: float) -> tuple[Text, ...]:
         return (
@@ -204,7 +205,7 @@ class DocumentsScreen(KbtuiScreen):
         )
 
     def _update_row(self, table: DataTable, old: DocumentRow, new: DocumentRow, now: float) -> None:
-        cells = dict(zip(("name", "status", "size", "chunks", "updated"), self._cells(new, now)))
+        cells = dict(zip(("name", "status", "size", "chunks", "updated"), self._cells(new, now), strict=True))
         changed = {
             "status": (old.status, old.progress, old.reason) != (new.status, new.progress, new.reason),
             "size": old.size_bytes != new.size_bytes,

@@ -36,7 +36,10 @@ class HelpScreen(ModalScreen[None]):
 
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 72; max-width: 100%; height: auto; max-height: 100%; border: thick $primary; background: $surface; padding: 0 1; }
+    HelpScreen > Vertical {
+        width: 72; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
     HelpScreen #help-intro { margin-bottom: 1; }
     HelpScreen DataTable { height: auto; max-height: 18; }
     """

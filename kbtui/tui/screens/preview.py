@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
