@@ -178,11 +178,15 @@ def evaluate_mode(
         relevant = qrels[query_id]
         started = time.perf_counter()
         top = service.search(
-            SearchRequest(text, collection_id, limit=NDCG_K, mode=mode, fusion=fusion, per_document=True)
+            SearchRequest(
+                text, collection_id, limit=NDCG_K, mode=mode, fusion=fusion, per_document=True, keep_unmatched=True
+            )
         )
         latencies.append((time.perf_counter() - started) * 1000)
         deep = service.search(
-            SearchRequest(text, collection_id, limit=RECALL_K, mode=mode, fusion=fusion, per_document=True)
+            SearchRequest(
+                text, collection_id, limit=RECALL_K, mode=mode, fusion=fusion, per_document=True, keep_unmatched=True
+            )
         )
         degraded += bool([r for r in top.degraded if not r.startswith("reranker_skipped")])
         ranked = documents_by_best_chunk(top, label)

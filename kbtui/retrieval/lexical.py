@@ -7,7 +7,9 @@ zero). The plan, from cheap capped row counts:
 
 1. words found nowhere are dropped, and English and German function words
    ("what", "the", "der") when the query has any other word (measured on
-   Cranfield and CISI: nDCG@10 up by .01 to .02);
+   Cranfield and CISI: nDCG@10 up by .01 to .02); a query whose other words
+   are all found nowhere matches nothing ("what is xqzv" is not a match for
+   every chunk holding "what"): the search can then say nothing matched;
 2. a word in more than ``COMMON_SHARE`` of the chunks is left out when the
    query has a rarer word: bm25 gives it no weight anyway (its idf is
    clamped at zero there), it would only cost time;
@@ -69,6 +71,8 @@ def plan_words(
     missing = tuple(w for w in words if row_counts.get(w, 0) == 0)
     present = sorted((w for w in words if row_counts.get(w, 0) > 0), key=lambda w: row_counts[w])
     content_words = [w for w in present if w not in STOP_WORDS]
+    if not content_words and any(w not in STOP_WORDS for w in words):
+        return LexicalPlan((), (), tuple(present), (), missing)  # its real words are nowhere
     stopped = [w for w in present if w in STOP_WORDS] if content_words else []
     present = content_words or present
     common_limit = max(1.0, COMMON_SHARE * total_chunks)

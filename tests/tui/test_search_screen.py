@@ -33,9 +33,9 @@ def test_results_follow_the_typing_and_only_the_latest_answer_shows(indexed_node
     searched: list[str] = []
     original = indexed_node.search
 
-    def counting_search(query, collection_id, *, limit=10):
+    def counting_search(query, collection_id, **options):
         searched.append(query)
-        return original(query, collection_id, limit=limit)
+        return original(query, collection_id, **options)
 
     indexed_node.search = counting_search
     app = make_app(indexed_node, fast_options(run_node=False, search_debounce_s=0.3))
