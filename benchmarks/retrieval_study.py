@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kbtui.embedding.local import LocalEmbedder, locate_model_files  # noqa: E402
 from kbtui.retrieval import fusion as fusion_module  # noqa: E402
 from kbtui.retrieval.eval import beir_markdown, load_beir, ndcg_at_k  # noqa: E402
-from kbtui.retrieval.fts_query import parse_query  # noqa: E402
+from kbtui.retrieval.fts_query import STOP_WORDS, parse_query  # noqa: E402
 from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
 from store import fts  # noqa: E402
 from store.db import database, open_database  # noqa: E402
@@ -153,6 +154,24 @@ def main() -> None:
             ranked.append(list(dict.fromkeys(chunk_doc[i] for i in np.argsort(-adjusted)[:60]))[:10])
         score_docs(f"vector arm, continuation chunks -{penalty}", ranked)
 
+    # The no-match floor: top cosine of answerable queries, of the same queries
+    # without their relevant documents, and of queries that mean nothing here.
+    relevant_mask = []
+    for qid, _ in queries:
+        relevant_docs = set(collection.qrels[qid])
+        relevant_mask.append(np.array([d in relevant_docs for d in chunk_doc]))
+    answerable_top = sims.max(axis=1)
+    no_answer_top = np.array([np.where(mask, -1, row).max() for row, mask in zip(sims, relevant_mask)])
+    nonsense_vectors = embedder.embed_documents(NONSENSE)
+    nonsense_top = (nonsense_vectors @ matrix.T).max(axis=1)
+    calibration = {
+        "answerable": answerable_top.tolist(), "no_answer": no_answer_top.tolist(), "nonsense": nonsense_top.tolist(),
+    }
+    (args.cache / f"{name}-top-cosines.json").write_text(json.dumps(calibration))
+    for label_, values in calibration.items():
+        q = np.percentile(values, [1, 2, 5, 25, 50, 75, 95])
+        print(f"  top cosine {label_:<10} " + " ".join(f"{v:.2f}" for v in q) + "  (percentiles 1 2 5 25 50 75 95)")
+
     # Continuation chunks scored with their section's opening: (1-w) own + w first.
     section_rows = database.execute_sql("SELECT c.id, c.section_id FROM chunk AS c ORDER BY c.id").fetchall()
     section_of = {r[0]: r[1] for r in section_rows}
@@ -198,11 +217,56 @@ def main() -> None:
         for (lex, plan), vec, (_, text) in zip(lexical_lists, vector_lists, queries):
             ranked.append(per_document(rule(lex, vec, plan, POOL, text)))
         score_docs(rule_name, ranked)
+    # Per query: features and nDCG@10 of convex fusion at each vector weight (for choosing a rule).
+    per_query = []
+    for (qid, text), (lex, plan), vec in zip(queries, lexical_lists, vector_lists):
+        row = {"query": qid, "content_words": len([w for w in parse_query(text).words if w not in STOP_WORDS]),
+               "ranked_words": len(plan.ranked), "top_cos": max(s_ for _, s_ in vec) if vec else None,
+               "lexical_len": len(lex), "question": is_question(text)}
+        for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+            unlisted = POOL - len(lex) if plan.ranked else 0
+            fused = f_convex(vec, lex, unlisted, a) if lex and vec else (lex or vec)
+            row[f"a{a}"] = ndcg_at_k(per_document(fused), collection.qrels[qid])
+        per_query.append(row)
+    (args.cache / f"{name}-per-query.json").write_text(json.dumps(per_query))
+
+    # Known-item lookups: a word that occurs in one document only (an identifier, a name): MRR by weight.
+    rng = np.random.default_rng(5)
+    doc_words: dict[str, set[str]] = defaultdict(set)
+    for d in documents:
+        for w in set(re.findall(r"[a-z][a-z0-9_]{6,}", (d.title + " " + d.text).lower())):
+            doc_words[w].add(d.doc_id)
+    unique = sorted(w for w, ds in doc_words.items() if len(ds) == 1 and w not in STOP_WORDS)
+    picked = [unique[i] for i in rng.choice(len(unique), size=min(100, len(unique)), replace=False)]
+    known_vectors = embedder.embed_documents(picked)
+    known = []
+    for word, qv in zip(picked, known_vectors):
+        target = next(iter(doc_words[word]))
+        row = qv @ matrix.T
+        if args.opening_weight:
+            w = args.opening_weight
+            row = np.where(opener == np.arange(len(row)), row, (1 - w) * row + w * row[opener])
+        vec = [(int(chunk_ids[i]), float(row[i])) for i in np.argsort(-row)[:POOL]]
+        result = lexical_candidates(parse_query(word), COLLECTION, document_id=None, limit=POOL)
+        lex, plan = result.ranked, result.plan
+        entry = {"query": word, "content_words": 1, "top_cos": float((qv @ matrix.T).max())}
+        for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
+            unlisted = POOL - len(lex) if plan.ranked else 0
+            fused = f_convex(vec, lex, unlisted, a) if lex and vec else (lex or vec)
+            ranked_docs = per_document(fused)
+            entry[f"a{a}"] = 1.0 / (ranked_docs.index(target) + 1) if target in ranked_docs else 0.0
+        known.append(entry)
+    (args.cache / f"{name}-known-item.json").write_text(json.dumps(known))
     width = max(len(k) for k in results)
     print(f"{name}: {len(queries)} queries, {len(set(chunk_doc))} documents, {len(chunk_ids)} chunks")
     for key, value in results.items():
         print(f"  {key:<{width}}  {value:.3f}")
     (args.cache / f"{name}-results.json").write_text(json.dumps(results, indent=2))
+
+
+def f_convex(vec, lex, unlisted, alpha):
+    f = fusion_module
+    return f.convex_fusion(f.ArmResult("vector", vec), f.ArmResult("lexical", lex, max(0, unlisted)), alpha)
 
 
 def study_rules():
@@ -244,6 +308,15 @@ def study_rules():
             lambda lex, vec, plan, text, shift=shift: min(0.9, max(0.2, shipped_alpha(lex, vec, plan, text) + shift)))
     return rules
 
+
+# Queries that mean nothing in an English software or engineering corpus.
+NONSENSE = [
+    "xqzvbl", "qwrtzpl mnbvcx", "zzyzx fnord", "blorptastic wibble", "asdfghjkl", "🎉", "🦄🌈", "🙂 👍",
+    "Wo kann ich heute Abend gut essen gehen?", "Der Hund spielt im Garten mit dem Ball.",
+    "Ich möchte eine Wohnung in Berlin mieten.", "lorem ipsum dolor sit amet", "1234567 8901",
+    "kjhsdf lkjsdf", "Quelle heure est-il à Paris ?", "¿Dónde está la biblioteca?", "ooooooo", "??? !!!",
+    "grzmpf", "my cat likes tuna sandwiches", "recipe for chocolate cake", "football world cup final score",
+]
 
 QUESTION_OPENERS = frozenset(
     "what how why when where which who whom whose is are can could does do did should would will shall may "

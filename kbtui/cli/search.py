@@ -41,6 +41,7 @@ def hit_json(hit) -> dict[str, object]:
         "vector_score": hit.vector_score,
         "fusion_rank": hit.fusion_rank,
         "relevance": hit.relevance,
+        "similarity": hit.similarity,
         "more_in_document": hit.more_in_document,
         "text": hit.text,
         "neighbors": [
@@ -267,13 +268,18 @@ def eval_command(
         f"{len(collection.queries)} queries, provider {config.embedding_provider}"
     )
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "P50 MS", "P95 MS"):
+    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "NO-ANSWER", "KEPT", "P50 MS", "P95 MS"):
         table.add_column(column, justify="left" if column == "MODE" else "right")
     for r in run.reports:
         label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
         table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
-                      f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+                      f"{r.precision_at_10:.3f}", f"{r.no_answer_accuracy:.3f}", f"{r.answerable_kept:.3f}",
+                      f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
     stdout.print(table)
+    stdout.print(
+        "[dim]NO-ANSWER: share of queries asked without their relevant documents that search calls "
+        "'nothing matched'; KEPT: share of the real queries it does not.[/]"
+    )
     return 0 if not run.failed else 1
 
 

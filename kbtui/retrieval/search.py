@@ -37,7 +37,7 @@ import numpy as np
 
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
-from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, QueryTerms, parse_query
+from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, STOP_WORDS, QueryTerms, parse_query
 from kbtui.retrieval.fusion import (
     DEFAULT_FUSION,
     FUSION_STRATEGIES,
@@ -130,6 +130,7 @@ class Hit:
     more_in_document: int = 0
     # How well this chunk answers, 0..1 on one scale for every query (see matching.relevance).
     relevance: float | None = None
+    similarity: float | None = None  # its own cosine similarity to the query (None: no vector)
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ class SearchService:
         elif lexical_ranked and semantic:
             # A short bm25 list is exhaustive: every other chunk in scope holds none of the words.
             unlisted = pool - len(lexical_ranked) if lexical and lexical.plan.ranked else 0
-            alpha = vector_weight(top_similarity, model)
+            alpha = vector_weight(top_similarity, model, sum(w not in STOP_WORDS for w in terms.words))
             fused = fuse(
                 strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic),
                 alpha=alpha,
@@ -290,7 +291,8 @@ class SearchService:
                 continue  # deleted or re-indexed between ranking and hydration
             lexical_hit = lexical_by_id.get(chunk_id)
             vector_hit = vector_by_id.get(chunk_id)
-            hit_relevance = relevance(similarities.get(chunk_id), word_coverage(row.text, highlighter))
+            similarity = similarities.get(chunk_id)
+            hit_relevance = relevance(similarity, word_coverage(row.text, highlighter))
             if request.min_relevance is not None and hit_relevance < request.min_relevance:
                 continue
             hits.append(
@@ -316,6 +318,7 @@ class SearchService:
                     fusion_rank=fusion_rank.get(chunk_id),
                     more_in_document=more.get(chunk_id, 0),
                     relevance=hit_relevance,
+                    similarity=similarity,
                 )
             )
         if request.expand_neighbors:
