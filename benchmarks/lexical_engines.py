@@ -24,6 +24,7 @@ The tantivy index and the corpus are cached under ``--cache``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -118,13 +119,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
     parser.add_argument("--skip-bm25s", action="store_true")
+    parser.add_argument("--only-fts5", action="store_true", help="measure only kbtui's FTS5 arm")
     args = parser.parse_args()
     corpus = open_or_build(args.cache, args.size, args.seed, log=lambda line: print(line, file=sys.stderr))
     open_database(corpus.database_path)
     fts.forget_row_counts()
     queries = query_mixes(corpus, args.queries_per_mix, args.seed)
-    print(f"computing exact BM25 for {len(queries)} queries ...", file=sys.stderr)
-    reference = {q.text: exact_bm25(q.text) for q in queries}
+    cached = corpus.home / f"exact-bm25-{args.queries_per_mix}-{args.seed}.json"
+    if cached.exists():
+        reference = json.loads(cached.read_text())
+    else:
+        print(f"computing exact BM25 for {len(queries)} queries ...", file=sys.stderr)
+        reference = {q.text: exact_bm25(q.text) for q in queries}
+        cached.write_text(json.dumps(reference))
 
     def overlap(found: list[int], expected: list[int]) -> float:
         return len(set(found) & set(expected)) / max(1, min(LIMIT, len(expected))) if expected else float(not found)
@@ -143,10 +150,13 @@ def main() -> None:
             overlaps.append(overlap(found, reference[q.text]))
 
     terms = {q.text: parse_query(q.text) for q in queries}
-    measure("fts5 planned (today)", lambda text: [
+    measure("fts5 arm (plan + completion)", lambda text: [
         c for c, _ in lexical_candidates(terms[text], COLLECTION, document_id=None, limit=POOL).ranked[:LIMIT]
     ])
 
+    if args.only_fts5:
+        report(args, results)
+        return
     import tantivy
 
     index, schema = build_tantivy(corpus.home / "tantivy-bench", log=lambda line: print(line, file=sys.stderr))
@@ -183,7 +193,10 @@ def main() -> None:
             return [i for i in found if i in kept][:LIMIT]
 
         measure("bm25s + scope check", bm25s_search)
+    report(args, results)
 
+
+def report(args, results) -> None:
     print(f"\n{args.size:,} chunks, {args.queries_per_mix} queries per mix; overlap = top-10 shared with exact BM25")
     print(f"{'engine':<30} {'mix':<12} {'overlap':>8} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
     for engine, mixes in results.items():

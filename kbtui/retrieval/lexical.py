@@ -20,14 +20,25 @@ zero). The plan, from cheap capped row counts:
 4. when not even the rarest word fits the budget (a query of only very
    common words on a large index), the newest chunks holding all of them
    (up to four) are returned without ranking, from a bounded window.
+
+Words left out by the budget still count: the best ``COMPLETION_DEPTH``
+rows of the FTS5 ranking get each left-out word's BM25 contribution added
+(:mod:`kbtui.retrieval.bm25`, FTS5's own formula and statistics), and are
+re-sorted. That is exact BM25 over every word that is not a stop word
+whenever the tenth completed score is at least what any other row could
+reach (the depth-th partial score plus each left-out word's upper bound);
+the plan says whether it was (``exact``). Measured on benchmarks/search.py's
+corpus, it lifts long queries from .77 to .99 top-10 agreement with
+exact BM25 at 200k chunks (see benchmarks/lexical_engines.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kbtui.retrieval.fts_query import STOP_WORDS, QueryTerms
+from kbtui.retrieval.bm25 import CorpusStatistics, completed_scores, idf, upper_bound
+from kbtui.retrieval.fts_query import MAX_REPEATS, STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from store import fts
 
@@ -38,6 +49,10 @@ COMMON_SHARE = 0.5
 RECENCY_WORDS = 4
 RECENCY_WINDOW = 20_000
 CJK_SUBSTRING_WINDOW = 20_000
+# Rows (best by the partial FTS5 score) that left-out words are added to,
+# and how many of the completed top rows must be provably exact.
+COMPLETION_DEPTH = 100
+EXACT_TOP = 10
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class LexicalPlan:
     pruned: tuple[str, ...]  # words left out as too common
     recency: tuple[str, ...]  # all-common query: newest chunks holding these
     missing: tuple[str, ...]  # words found in no chunk
+    completed: tuple[str, ...] = ()  # left-out words added to the best rows afterwards
+    exact: bool | None = None  # the top rows are provably exact BM25 over every content word
 
 
 @dataclass(frozen=True)
@@ -108,11 +125,18 @@ def lexical_candidates(
     plan = plan_words(words, counts, total, budget=ROW_BUDGET, repeats=terms.repeats_of())
     lists: list[list[tuple[int, float]]] = []
     if plan.ranked:
-        lists.append(
-            fts.ranked_matches(
-                plan.ranked, collection_id, document_id=document_id, limit=limit, repeats=plan.repeats
-            )
+        depth = max(limit, COMPLETION_DEPTH)
+        partial = fts.ranked_matches(
+            plan.ranked, collection_id, document_id=document_id, limit=depth, repeats=plan.repeats
         )
+        left_out = tuple(w for w in plan.pruned if w not in STOP_WORDS)
+        if left_out and partial:
+            ranked, exact = _completed(partial, depth, left_out, terms, total)
+            plan = replace(plan, completed=left_out, exact=exact)
+        else:
+            ranked = partial
+            plan = replace(plan, exact=not left_out)
+        lists.append(ranked[:limit])
     elif plan.recency:
         newest = fts.newest_matches(
             plan.recency, collection_id, document_id=document_id, limit=limit, window=RECENCY_WINDOW
@@ -132,3 +156,27 @@ def lexical_candidates(
     # Words and CJK runs matched through different tables: merge by rank.
     merged = reciprocal_rank_fusion([[c for c, _ in found] for found in lists])[:limit]
     return LexicalResult([(int(c), s) for c, s in merged], plan)
+
+
+def _completed(
+    partial: list[tuple[int, float]], depth: int, left_out: tuple[str, ...], terms: QueryTerms, generation: int
+) -> tuple[list[tuple[int, float]], bool]:
+    """``partial`` (the best rows by BM25 over the ranked words) with the
+    ``left_out`` words' contributions added, best first, and whether its top
+    ``EXACT_TOP`` are provably the exact BM25 top over all those words."""
+    rows, average = fts.bm25_statistics()
+    stats = CorpusStatistics(rows, average)
+    holding = fts.term_row_counts(list(left_out), rows + 1, generation=generation)
+    repeats = terms.repeats_of()
+    words = {w: (idf(rows, holding.get(w, 0)), min(max(1, repeats.get(w, 1)), MAX_REPEATS)) for w in left_out}
+    ids = [row_id for row_id, _ in partial]
+    completed = completed_scores(
+        partial, fts.column_texts(ids), fts.row_token_counts(ids), words, fts.COLUMN_WEIGHTS, stats
+    )
+    # A row not among ``partial`` holds the ranked words at most as well as
+    # partial's last row (when partial was cut at ``depth``), or none of them.
+    reach = sum(upper_bound(word_idf, n) for word_idf, n in words.values())
+    if len(partial) >= depth:
+        reach += partial[-1][1]
+    exact = len(completed) >= EXACT_TOP and completed[EXACT_TOP - 1][1] >= reach
+    return completed, exact
