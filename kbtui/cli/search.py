@@ -190,7 +190,8 @@ def explain_json(explain) -> dict[str, object] | None:
         "vector_weight": explain.vector_weight,
         "lexical_plan": None if plan is None else {
             "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
-            "recency": list(plan.recency), "missing": list(plan.missing),
+            "recency": list(plan.recency), "missing": list(plan.missing), "completed": list(plan.completed),
+            "exact": plan.exact,
         },
         "timings_ms": explain.timings_ms,
     }
@@ -208,6 +209,10 @@ def _print_explain(explain) -> None:
         parts = [f"ranked {', '.join(ranked) or '-'}"]
         if plan.pruned:
             parts.append(f"left out {', '.join(plan.pruned)}")
+        if plan.completed:
+            parts.append(f"added to the best rows {', '.join(plan.completed)}")
+        if plan.exact is not None:
+            parts.append("exact BM25" if plan.exact else "BM25 not proven exact")
         if plan.recency:
             parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
         if plan.missing:
@@ -268,7 +273,7 @@ def eval_command(
         f"{len(collection.queries)} queries, provider {config.embedding_provider}"
     )
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "NO-ANSWER", "KEPT", "P50 MS", "P95 MS"):
+    for column in ("MODE", "nDCG@10", "R@100", "MRR", "P@10", "NO-ANS", "KEPT", "P50 MS", "P95 MS"):
         table.add_column(column, justify="left" if column == "MODE" else "right")
     for r in run.reports:
         label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
@@ -277,8 +282,8 @@ def eval_command(
                       f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
     stdout.print(table)
     stdout.print(
-        "[dim]NO-ANSWER: share of queries asked without their relevant documents that search calls "
-        "'nothing matched'; KEPT: share of the real queries it does not.[/]"
+        "[dim]R@100: recall at 100. NO-ANS: share of the queries asked without their relevant documents "
+        "that search calls 'nothing matched'; KEPT: share of the real queries it does not.[/]"
     )
     return 0 if not run.failed else 1
 

@@ -88,7 +88,10 @@ def hit_prompt(
         meta.append(hit.kind)
     meta.append(f"{hit.score_kind} {hit.score:.4f}")
     if hit.more_in_document:
-        meta.append(f"+{hit.more_in_document} more in this document")
+        # The long form when it fits the line, else the count alone.
+        more = f"+{hit.more_in_document} more in this document"
+        fits = len(" · ".join(meta)) + 3 + len(more) <= width - 4
+        meta.append(more if fits else f"+{hit.more_in_document} more")
     prompt.append("\n    ")
     prompt.append(" · ".join(meta), style="dim")
     prompt.append("\n    ")
