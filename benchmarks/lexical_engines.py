@@ -120,7 +120,15 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
     parser.add_argument("--skip-bm25s", action="store_true")
     parser.add_argument("--only-fts5", action="store_true", help="measure only kbtui's FTS5 arm")
+    parser.add_argument("--row-budget", type=int, default=None, help="override the arm's ROW_BUDGET")
+    parser.add_argument("--completion-depth", type=int, default=None, help="override COMPLETION_DEPTH")
     args = parser.parse_args()
+    from kbtui.retrieval import lexical
+
+    if args.row_budget:
+        lexical.ROW_BUDGET = args.row_budget
+    if args.completion_depth:
+        lexical.COMPLETION_DEPTH = args.completion_depth
     corpus = open_or_build(args.cache, args.size, args.seed, log=lambda line: print(line, file=sys.stderr))
     open_database(corpus.database_path)
     fts.forget_row_counts()
