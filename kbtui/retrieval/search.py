@@ -223,7 +223,7 @@ class SearchService:
         scopes = self._scopes(request)
         found_in: dict[Hashable, str] = {}  # chunk id -> the collection an arm found it in
 
-        lexical_future: Future[tuple[LexicalResult | None, float]] | None = None
+        lexical_future: Future[tuple[tuple[LexicalResult | None, dict[Hashable, str]], float]] | None = None
         if mode != "vector" and not terms.empty and scopes:
             lexical_future = self._executor().submit(self._lexical_on_own_connection, terms, request, scopes, pool)
         vector_arm = NO_VECTORS
@@ -260,7 +260,8 @@ class SearchService:
             # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
             fused = reciprocal_rank_fusion([[c for c, _ in (lexical_ranked or semantic)]])
         timings["fusion_ms"] = (time.perf_counter() - fusion_started) * 1000
-        if match.verdict == NO_MATCH and not request.keep_unmatched:
+        arm_down = {"lexical_failed", "vector_failed", "embedder_unavailable"} & set(degraded)
+        if match.verdict == NO_MATCH and not request.keep_unmatched and not arm_down:
             fused = []  # nothing matched: no hits rather than the least bad passages
 
         lexical_by_id = {c: (rank, s) for rank, (c, s) in enumerate(lexical_ranked, start=1)}
