@@ -5,7 +5,8 @@ and fusion rules over the arms' real candidate lists.
 Reads the eval knowledge base (chunks, vectors, the FTS index) directly, so
 a variant costs seconds, not a re-ingestion. Prints nDCG@10 per variant.
 
-    .venv/bin/python benchmarks/retrieval_study.py --beir DIR --home EVAL_HOME [--cache DIR] [--fp32]
+    .venv/bin/python benchmarks/retrieval_study.py --beir DIR --home EVAL_HOME [--cache DIR] [--fp32] \
+        [--opening-weight 0.5]
 
 * ``whole passage (int8)`` / ``(fp32)``: one vector per BEIR document, its
   title and text as sentence-transformers' BEIR recipe embeds it
@@ -16,7 +17,12 @@ a variant costs seconds, not a re-ingestion. Prints nDCG@10 per variant.
   (what ``kbtui eval`` measures), and variants of the document score.
 * fusion rows: the lexical arm (``kbtui.retrieval.lexical``) and the exact
   vector arm over the same pool the service uses, fused per rule, documents
-  by their best fused chunk.
+  by their best fused chunk; per-query nDCG@10 at each vector weight and
+  known-item MRR (one-word queries whose word occurs in one document) are
+  written to the cache folder for comparing weighting rules;
+* the no-match floor: the top cosine of the real queries, of the same
+  queries without their relevant documents, and of queries that mean
+  nothing in the corpus (percentiles printed, values written).
 """
 
 from __future__ import annotations
@@ -24,13 +30,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import platformdirs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -69,14 +75,21 @@ def fp32_vectors(texts: list[str]) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--beir", type=Path, required=True)
-    parser.add_argument("--home", type=Path, required=True)
-    parser.add_argument("--cache", type=Path, default=Path("/tmp/kbtui-study"))
+    parser.add_argument("--beir", type=Path)
+    parser.add_argument("--home", type=Path)
+    parser.add_argument("--compare-rules", nargs="+", metavar="SET",
+                        help="only compare vector-weight rules over these sets' written per-query results")
+    parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "retrieval-study")
     parser.add_argument("--fp32", action="store_true")
     parser.add_argument("--opening-weight", type=float, default=0.0,
                         help="fusion rows: continuation chunks blended with their section's opening")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.compare_rules:
+        compare_weight_rules(args.cache, args.compare_rules)
+        return
+    if args.beir is None or args.home is None:
+        parser.error("--beir and --home are required (or --compare-rules)")
     collection = load_beir(args.beir)
     name = collection.name
     by_hash = {
@@ -309,6 +322,42 @@ def study_rules():
     return rules
 
 
+WEIGHTS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def compare_weight_rules(cache: Path, names: list[str]) -> None:
+    """Mean nDCG@10 (and known-item MRR) of convex fusion when each query's
+    vector weight comes from a rule (snapped to the measured weights)."""
+    sets = {n: json.loads((cache / f"{n}-per-query.json").read_text()) for n in names}
+    known = {n: json.loads((cache / f"{n}-known-item.json").read_text()) for n in names}
+    midpoint = fusion_module.SIMILARITY_MIDPOINTS["all-MiniLM-L6-v2-int8"]
+
+    def clip(x: float, low: float = 0.2, high: float = 0.9) -> float:
+        return min(high, max(low, x))
+
+    def top_cosine(r) -> float:
+        return clip(0.5 + r["top_cos"] - midpoint, 0.2, 0.8)
+
+    def length(r) -> float:
+        extra = 0.02 * (15 - r["content_words"]) if r["content_words"] >= 2 else 0.0
+        return clip(0.5 + r["top_cos"] - midpoint + extra)
+
+    rules = {
+        "fixed 0.5": lambda r: 0.5,
+        "fixed 0.7": lambda r: 0.7,
+        "0.7 for questions, else top cosine": lambda r: 0.7 if r.get("question") else top_cosine(r),
+        "top cosine only": top_cosine,
+        "top cosine and length (default)": length,
+    }
+    for rule_name, rule in rules.items():
+        cells = []
+        for group in (sets, known):
+            for rows in group.values():
+                cells.append(np.mean([r[f"a{min(WEIGHTS, key=lambda w: abs(w - rule(r)))}"] for r in rows]))
+        print(f"{rule_name:<36} " + " ".join(f"{c:.3f}" for c in cells))
+    print("columns: nDCG@10 of " + ", ".join(names) + "; known-item MRR of " + ", ".join(names))
+
+
 # Queries that mean nothing in an English software or engineering corpus.
 NONSENSE = [
     "xqzvbl", "qwrtzpl mnbvcx", "zzyzx fnord", "blorptastic wibble", "asdfghjkl", "🎉", "🦄🌈", "🙂 👍",
@@ -331,4 +380,3 @@ def is_question(text: str) -> bool:
 
 if __name__ == "__main__":
     main()
-    _ = math
