@@ -35,6 +35,7 @@ larger row budget (benchmarks/lexical_engines.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -42,6 +43,8 @@ from kbtui.retrieval.bm25 import CorpusStatistics, completed_scores, idf, upper_
 from kbtui.retrieval.fts_query import MAX_REPEATS, STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from store import fts
+
+log = logging.getLogger(__name__)
 
 # Rows bm25 may score for one query. Ranked over the whole index first and
 # scope-checked after (store.fts), a row costs about 1 us: at a million chunks
@@ -136,8 +139,12 @@ def lexical_candidates(
         )
         left_out = tuple(w for w in plan.pruned if w not in STOP_WORDS)
         if left_out and partial:
-            ranked, exact = _completed(partial, depth, left_out, terms, total)
-            plan = replace(plan, completed=left_out, exact=exact)
+            try:
+                ranked, exact = _completed(partial, depth, left_out, terms, total)
+                plan = replace(plan, completed=left_out, exact=exact)
+            except Exception as exc:  # noqa: BLE001 - the FTS5 ranking stands on its own
+                log.warning("lexical completion failed: %s", type(exc).__name__)
+                ranked = partial
         else:
             ranked = partial
             plan = replace(plan, exact=not left_out)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from dataclasses import dataclass
 
 import Stemmer
@@ -25,13 +26,17 @@ SNIPPET_CHARS = 200
 ELLIPSIS = "…"
 _LEAD_SHARE = 4  # the window opens about width / 4 before its first match
 
-_stemmer = Stemmer.Stemmer("porter")
+# A PyStemmer object must not be shared between threads: one per thread.
+_stemmers = threading.local()
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """The Porter stem of a lower-case word (FTS5's ``porter`` tokenizer agrees)."""
-    return _stemmer.stemWord(word)
+    stemmer = getattr(_stemmers, "porter", None)
+    if stemmer is None:
+        stemmer = _stemmers.porter = Stemmer.Stemmer("porter")
+    return stemmer.stemWord(word)
 
 
 @dataclass(frozen=True)
