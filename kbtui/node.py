@@ -403,12 +403,16 @@ class Node:
     @_connected
     def search(
         self, query: str, collection_id: str, *, limit: int | None = None, document_id: str | None = None,
-        expand_neighbors: bool = False,
+        expand_neighbors: bool = False, per_document: bool = False, min_relevance: float | None = None,
     ) -> SearchResponse:
+        """Search one collection, or every one (``ALL_COLLECTIONS``): chunk hits,
+        or with ``per_document`` each document's best chunk (and how many more
+        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped."""
         return self.searcher.search(
             SearchRequest(
                 query=query, collection_id=collection_id, limit=limit or self.config.search_limit,
-                document_id=document_id, expand_neighbors=expand_neighbors,
+                document_id=document_id, expand_neighbors=expand_neighbors, per_document=per_document,
+                min_relevance=min_relevance,
             )
         )
 

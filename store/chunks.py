@@ -78,3 +78,19 @@ def scoped_id_batches(
             where += " AND c.document_id = ?"
             params.append(document_id)
         yield where, params
+
+
+def section_openers(chunk_ids: Sequence[int]) -> dict[int, int]:
+    """For each chunk id, the id of the first chunk of its section (itself
+    when it opens the section). Chunks of one section have consecutive
+    ordinals in one document; unknown ids are absent."""
+    found: dict[int, int] = {}
+    for ids in id_batches(chunk_ids):
+        rows = database.execute_sql(
+            "SELECT c.id, (SELECT o.id FROM chunk AS o WHERE o.document_id = c.document_id "
+            "AND o.section_id IS c.section_id ORDER BY o.ordinal LIMIT 1) "
+            f"FROM chunk AS c WHERE c.id IN ({placeholders(ids)})",
+            ids,
+        ).fetchall()
+        found.update((row[0], row[1]) for row in rows if row[1] is not None)
+    return found

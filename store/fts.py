@@ -266,6 +266,59 @@ def cjk_substring_matches(
     )
 
 
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's varints (FTS5 records): 7 bits a byte, high bit set while more
+    follow, big-endian; a ninth byte contributes all eight bits."""
+    values, value, count = [], 0, 0
+    for byte in blob:
+        if count == 8:
+            values.append((value << 8) | byte)
+            value, count = 0, 0
+            continue
+        value = (value << 7) | (byte & 0x7F)
+        count += 1
+        if not byte & 0x80:
+            values.append(value)
+            value, count = 0, 0
+    return values
+
+
+def bm25_statistics() -> tuple[int, float]:
+    """FTS5's own BM25 statistics: the row count and the average tokens per
+    row over all columns (its "averages" record, which bm25() reads)."""
+    row = database.execute_sql("SELECT block FROM chunk_fts_data WHERE id = 1").fetchone()
+    values = _varints(bytes(row[0])) if row and row[0] else []
+    if not values or values[0] <= 0:
+        return 0, 0.0
+    return values[0], sum(values[1:]) / values[0]
+
+
+def row_token_counts(chunk_ids: Sequence[int]) -> dict[int, int]:
+    """Each row's token count over all columns (FTS5's ``D``)."""
+    found: dict[int, int] = {}
+    for start in range(0, len(chunk_ids), 900):
+        ids = list(chunk_ids[start : start + 900])
+        rows = database.execute_sql(
+            f"SELECT id, sz FROM chunk_fts_docsize WHERE id IN ({', '.join('?' for _ in ids)})", ids
+        ).fetchall()
+        found.update((row[0], sum(_varints(bytes(row[1])))) for row in rows)
+    return found
+
+
+def column_texts(chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str, str]]:
+    """The indexed columns of each chunk, in ``chunk_fts`` order (no scope:
+    callers pass rows already checked to be in scope)."""
+    found: dict[int, tuple[str, str, str, str]] = {}
+    for start in range(0, len(chunk_ids), 900):
+        ids = list(chunk_ids[start : start + 900])
+        rows = database.execute_sql(
+            "SELECT id, source_path, heading_path, symbol, content FROM chunk "
+            f"WHERE id IN ({', '.join('?' for _ in ids)})", ids,
+        ).fetchall()
+        found.update((row[0], (row[1] or "", row[2] or "", row[3] or "", row[4] or "")) for row in rows)
+    return found
+
+
 def integrity_check() -> bool:
     """FTS5's own consistency check between the index and the chunk table."""
     try:

@@ -92,6 +92,16 @@ def score_rows(rows: Sequence[tuple[int, bytes]], query: np.ndarray, limit: int)
     return [(int(ids[i]), float(scores[i])) for i in top_k(scores, limit)]
 
 
+def stored_vectors(chunk_ids: Sequence[int], identity: str, dim: int) -> dict[int, np.ndarray]:
+    """The stored vectors of exactly ``identity`` and ``dim`` for ``chunk_ids``
+    (chunks without one are absent). No scope: callers pass ids they scoped."""
+    return {
+        row[0]: np.frombuffer(row[3], dtype="<f4")
+        for row in rows_by_id(list(chunk_ids), identity, dim)
+        if len(row[3]) == 4 * dim
+    }
+
+
 def committed_vectors(
     content_hashes: Iterable[str],
     *,

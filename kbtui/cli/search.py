@@ -18,8 +18,9 @@ from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
 from kbtui.collections import canonical_collection_id
 from kbtui.node import Node
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
-from kbtui.retrieval.search import Hit
-from kbtui.retrieval.snippets import snippet
+from kbtui.retrieval.matching import EXACT, NONE, RELATED, MatchSignal
+from kbtui.retrieval.search import ALL_COLLECTIONS, Hit
+from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
 
 
 def hit_json(hit) -> dict[str, object]:
@@ -43,6 +44,9 @@ def hit_json(hit) -> dict[str, object]:
         "lexical_score": hit.lexical_score,
         "vector_score": hit.vector_score,
         "fusion_rank": hit.fusion_rank,
+        "relevance": hit.relevance,
+        "similarity": hit.similarity,
+        "more_in_document": hit.more_in_document,
         "text": hit.text,
         "neighbors": [
             {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
@@ -52,29 +56,62 @@ def hit_json(hit) -> dict[str, object]:
     }
 
 
+def match_json(match: MatchSignal | None) -> dict[str, object] | None:
+    """The JSON shape of a response's no-match signal (documented in README.md)."""
+    if match is None:
+        return None
+    return {
+        "verdict": match.verdict,
+        "lexical": match.lexical,
+        "semantic": match.semantic,
+        "best_similarity": None if match.best_similarity is None else round(match.best_similarity, 4),
+        "similarity_floor": match.similarity_floor,
+    }
+
+
+# What the operator reads when the search did not simply find its words.
+MATCH_NOTICES = {
+    RELATED: "no exact matches, showing related passages",
+    NONE: "nothing matched",
+}
+
+
 @cli.command()
 @click.argument("query")
-@click.option("-c", "--collection", help="Collection to search (default: DEFAULT).")
+@click.option("-c", "--collection", help="Collection to search (default: DEFAULT); 'all' searches every collection.")
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
 @click.option("-d", "--document", "document", help="Only this document (id or prefix).")
+@click.option("--chunks", is_flag=True, help="Every matching chunk (default: each document's best chunk).")
+@click.option("--min-score", "min_score", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Only hits at least this relevant (0..1: similarity in meaning, or share of the query's words).")
 @click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
 @click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @click.pass_context
 def search(
     ctx: click.Context, query: str, collection: str | None, limit: int | None, document: str | None,
-    neighbors: bool, explain: bool, as_json: bool,
+    chunks: bool, min_score: float | None, neighbors: bool, explain: bool, as_json: bool,
 ) -> int:
     """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
     node = open_node(ctx, read_only=True)
-    collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
+    everywhere = collection is not None and collection.strip().lower() == "all"
+    if everywhere:
+        if document:
+            raise click.UsageError("--document needs a collection, not 'all'")
+        collection_id = ALL_COLLECTIONS
+    else:
+        collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
     document_id = node.resolve(document, collection_id) if document else None
-    response = node.search(query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors)
+    response = node.search(
+        query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors,
+        per_document=not chunks, min_relevance=min_score,
+    )
     if as_json:
         payload: dict[str, object] = {
             "hits": [hit_json(h) for h in response.hits],
             "degraded": response.degraded,
             "elapsed_ms": round(response.elapsed_ms, 2),
+            "match": match_json(response.match),
         }
         if explain:
             payload["explain"] = explain_json(response.explain)
@@ -82,40 +119,53 @@ def search(
         return 0
     if response.degraded:
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")
+    verdict = response.match.verdict if response.match is not None else EXACT
+    if verdict in MATCH_NOTICES:
+        stdout.print(f"[yellow]{MATCH_NOTICES[verdict]}[/]")
     if explain and response.explain is not None:
         _print_explain(response.explain)
-    print_hits(node, response.hits, query, explain=explain)
-    stdout.print(f"[dim]{len(response.hits)} hits in {response.elapsed_ms:.0f} ms[/]")
+    if verdict != NONE or response.hits:
+        print_hits(node, response.hits, query, explain=explain, show_collection=everywhere)
+    unit = "chunk" if chunks else "document"
+    count = len(response.hits)
+    stdout.print(f"[dim]{count} {unit}{'s' if count != 1 else ''} in {response.elapsed_ms:.0f} ms[/]")
     return 0
 
 
-def print_hits(node: Node, hits: list[Hit], query: str, *, explain: bool = False) -> None:
+def print_hits(node: Node, hits: list[Hit], query: str, *, explain: bool = False, show_collection: bool = False) -> None:
     """Hits for the operator: title, origin, score and a highlighted snippet."""
     if not hits:
         stdout.print("no matches")
         return
     # The operator's own terminal may show decrypted names; search results never carry them.
     names = node.display_names([h.document_id for h in hits])
+    highlighter = QueryHighlighter.for_query(query)
     for rank, hit in enumerate(hits, start=1):
         title = hit.heading_path or hit.source_path or names.get(hit.document_id, hit.document_id[:12])
         stdout.print(f"[bold]{rank:>2}. {shown(title)}[/]", no_wrap=True, overflow="ellipsis")
         origin = hit.source_path or names.get(hit.document_id, "")
         page = f" · p.{hit.page}" if hit.page is not None else ""
+        where = f"{shown(hit.collection_id)} · " if show_collection else ""
+        relevance = f" · relevance {hit.relevance:.2f}" if hit.relevance is not None else ""
         stdout.print(
-            f"    [dim]{shown(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}[/]",
+            f"    [dim]{where}{shown(origin)}{page} · {hit.document_id[:12]} · {hit.score_kind} {hit.score:.4f}"
+            f"{relevance}[/]",
             no_wrap=True, overflow="ellipsis",
         )
         if explain:
             stdout.print(f"    [dim]{escape(_arm_line(hit))}[/]")
-        stdout.print("    " + highlighted_snippet(hit.text, query))
+        stdout.print("    " + highlighted_snippet(hit.text, highlighter))
+        if hit.more_in_document:
+            stdout.print(f"    [dim]+{hit.more_in_document} more in this document[/]")
         for neighbour in hit.neighbors:
             stdout.print(f"      [dim]± {shown(' '.join(neighbour.text.split())[:120])}[/]", no_wrap=True, overflow="ellipsis")
 
 
-def highlighted_snippet(text: str, query: str) -> str:
-    """Rich markup of a short snippet with the query's terms in bold reverse."""
+def highlighted_snippet(text: str, query: str | QueryHighlighter) -> str:
+    """Rich markup of a short snippet with the words that matched in bold reverse."""
+    highlighter = query if isinstance(query, QueryHighlighter) else QueryHighlighter.for_query(query)
     return "".join(
-        f"[bold reverse]{shown(s.text)}[/]" if s.highlighted else shown(s.text) for s in snippet(text, query)
+        f"[bold reverse]{shown(s.text)}[/]" if s.highlighted else shown(s.text) for s in snippet_for(text, highlighter)
     )
 
 
@@ -144,7 +194,8 @@ def explain_json(explain) -> dict[str, object] | None:
         "vector_weight": explain.vector_weight,
         "lexical_plan": None if plan is None else {
             "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
-            "recency": list(plan.recency), "missing": list(plan.missing),
+            "recency": list(plan.recency), "missing": list(plan.missing), "completed": list(plan.completed),
+            "exact": plan.exact,
         },
         "timings_ms": explain.timings_ms,
     }
@@ -162,6 +213,10 @@ def _print_explain(explain) -> None:
         parts = [f"ranked {', '.join(ranked) or '-'}"]
         if plan.pruned:
             parts.append(f"left out {', '.join(plan.pruned)}")
+        if plan.completed:
+            parts.append(f"added to the best rows {', '.join(plan.completed)}")
+        if plan.exact is not None:
+            parts.append("exact BM25" if plan.exact else "BM25 not proven exact")
         if plan.recency:
             parts.append(f"only very common words: newest chunks holding {', '.join(plan.recency)}")
         if plan.missing:
@@ -224,13 +279,18 @@ def eval_command(
         f"{len(collection.queries)} queries, provider {config.embedding_provider}"
     )
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("MODE", "nDCG@10", "RECALL@100", "MRR", "P@10", "P50 MS", "P95 MS"):
+    for column in ("MODE", "nDCG@10", "R@100", "MRR", "P@10", "NO-ANS", "KEPT", "P50 MS", "P95 MS"):
         table.add_column(column, justify="left" if column == "MODE" else "right")
     for r in run.reports:
         label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
         table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
-                      f"{r.precision_at_10:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+                      f"{r.precision_at_10:.3f}", f"{r.no_answer_accuracy:.3f}", f"{r.answerable_kept:.3f}",
+                      f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
     stdout.print(table)
+    stdout.print(
+        "[dim]R@100: recall at 100. NO-ANS: share of the queries asked without their relevant documents "
+        "that search calls 'nothing matched'; KEPT: share of the real queries it does not.[/]"
+    )
     return 0 if not run.failed else 1
 
 

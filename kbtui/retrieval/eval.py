@@ -4,9 +4,17 @@ Documents are ranked by their best chunk: the searches ask for one hit per
 document (``SearchRequest.per_document``), so nDCG@10 always sees ten
 documents even when a document has several chunks near the top. Metrics follow the usual definitions with binary
 relevance: Recall@K, document Precision@K, MRR, nDCG@K, and latency
-percentiles. ``no-answer accuracy`` and ``citation coverage`` serve the
-deterministic corpus in the test suite (queries with no answer, and answers
-that need several sources).
+percentiles. ``citation coverage`` serves the deterministic corpus in the
+test suite (answers that need several sources).
+
+No-answer accuracy: each judged query is also asked of the corpus without
+its relevant documents (a question the knowledge base cannot answer). Its
+search is the real one with those documents' hits taken out: the other
+candidates' scores do not depend on them (BM25 statistics move by a few
+documents in thousands), so what is left is what the smaller corpus would
+return. It counts as answered correctly when the no-match signal
+(:mod:`kbtui.retrieval.matching`) says nothing matched; ``answerable kept``
+is the share of the real queries the signal does not call unanswered.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from kbtui.errors import KbtuiError
+from kbtui.retrieval.matching import NONE, match_signal
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
 
 EVAL_MODES = ("lexical", "vector", "hybrid")
@@ -231,6 +240,9 @@ class ModeReport:
     p95_ms: float
     max_ms: float
     degraded_queries: int
+    no_answer_accuracy: float = 0.0  # relevant documents removed: the signal says nothing matched
+    no_answer_semantic: float = 0.0  # ... and the best similarity alone is below the floor
+    answerable_kept: float = 0.0  # real queries the signal does not call unanswered
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -245,6 +257,9 @@ class ModeReport:
             "p95_ms": round(self.p95_ms, 2),
             "max_ms": round(self.max_ms, 2),
             "degraded_queries": self.degraded_queries,
+            "no_answer_accuracy": round(self.no_answer_accuracy, 4),
+            "no_answer_semantic": round(self.no_answer_semantic, 4),
+            "answerable_kept": round(self.answerable_kept, 4),
         }
 
 
@@ -261,16 +276,22 @@ def evaluate_mode(
     """Run every query in one mode; nDCG@10, MRR and P@10 come from the search a
     user would run (10 hits), Recall@100 from a second search for 100 hits."""
     ndcgs, recalls, rrs, precisions, latencies = [], [], [], [], []
+    no_answer, no_answer_semantic, kept = [], [], []
+    model = service.embedder.identity.model if service.embedder is not None else None
     degraded = 0
     for query_id, text in queries.items():
         relevant = qrels[query_id]
         started = time.perf_counter()
         top = service.search(
-            SearchRequest(text, collection_id, limit=NDCG_K, mode=mode, fusion=fusion, per_document=True)
+            SearchRequest(
+                text, collection_id, limit=NDCG_K, mode=mode, fusion=fusion, per_document=True, keep_unmatched=True
+            )
         )
         latencies.append((time.perf_counter() - started) * 1000)
         deep = service.search(
-            SearchRequest(text, collection_id, limit=RECALL_K, mode=mode, fusion=fusion, per_document=True)
+            SearchRequest(
+                text, collection_id, limit=RECALL_K, mode=mode, fusion=fusion, per_document=True, keep_unmatched=True
+            )
         )
         degraded += bool([r for r in top.degraded if not r.startswith("reranker_skipped")])
         ranked = documents_by_best_chunk(top, label)
@@ -278,6 +299,10 @@ def evaluate_mode(
         rrs.append(reciprocal_rank(ranked, relevant))
         precisions.append(precision_at_k(ranked, relevant, NDCG_K))
         recalls.append(recall_at_k(documents_by_best_chunk(deep, label), relevant, RECALL_K))
+        kept.append(deep.match is not None and deep.match.verdict != NONE)
+        without = without_documents(deep, {d for d, grade in relevant.items() if grade > 0}, label, model)
+        no_answer.append(without.verdict == NONE)
+        no_answer_semantic.append(without.semantic is not True)
     count = max(1, len(ndcgs))
     return ModeReport(
         mode=mode,
@@ -291,6 +316,21 @@ def evaluate_mode(
         p95_ms=percentile_ms(latencies, 95),
         max_ms=max(latencies, default=0.0),
         degraded_queries=degraded,
+        no_answer_accuracy=sum(no_answer) / count,
+        no_answer_semantic=sum(no_answer_semantic) / count,
+        answerable_kept=sum(kept) / count,
+    )
+
+
+def without_documents(response: SearchResponse, removed: set[str], label: Callable[[str], str | None], model):
+    """The no-match signal ``response`` would carry had the documents labelled
+    ``removed`` not been in the corpus (see the module docstring)."""
+    left = [hit for hit in response.hits if label(hit.document_id) not in removed]
+    similarities = [hit.similarity for hit in left if hit.similarity is not None]
+    return match_signal(
+        lexical_found=any(hit.lexical_rank is not None for hit in left),
+        best_similarity=max(similarities) if similarities else None,
+        model=model,
     )
 
 

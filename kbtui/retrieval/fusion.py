@@ -27,20 +27,29 @@ union of every id either arm returned.
   usable scores (empty, single, constant, not finite) falls back to RRF.
 
   The vector arm's weight ``alpha`` follows the query: for an embedding
-  model with a measured similarity midpoint it is ``0.5 + top cosine -
-  midpoint``, clipped to [0.2, 0.8], so a query the model matches closely
-  (a question whose answer it recognises) leans on the dense arm, and a
-  query it cannot place (an identifier, a word it never saw: the top
-  cosine is low) leans on the lexical arm. A model without a measured
-  midpoint gets ``CONVEX_ALPHA``.
+  model with a measured similarity midpoint it is ``0.5 + (top cosine -
+  midpoint) + 0.02 * (15 - words)``, clipped to [0.2, 0.9], where
+  ``words`` counts the query's words that are not stop words (a one-word
+  query, a lookup, leaves that term out). A query the model matches closely
+  (a question whose answer it recognises) leans on the dense arm, a query
+  it cannot place (an identifier, a word it never saw: the top cosine is
+  low) leans on the lexical arm; and every word the query says is more
+  evidence for BM25, so a short question ("how do I rotate the journal":
+  two words BM25 can use) leans on meaning while a paragraph of keywords
+  leans on the words. A model without a measured midpoint gets
+  ``CONVEX_ALPHA``.
 
-Why (measured with ``kbtui eval`` and on simulated regimes, see the README):
-every fixed weighting fails one regime. Rank fusion (``rrf``,
+Why (measured with ``kbtui eval`` and ``benchmarks/retrieval_study.py``, see
+the README): every fixed weighting fails one regime. Rank fusion (``rrf``,
 ``score_aware``) falls well below the dense arm when the lexical arm is
-much weaker, and a vector-leaning fixed alpha loses most exact-identifier
-lookups, where the dense arm is clueless. The top cosine tells the two
-apart (about .7 for real questions, .15 to .4 for identifier lookups with
-all-MiniLM-L6-v2).
+much weaker (FAQ questions), a vector-leaning fixed alpha loses most
+exact-identifier lookups, where the dense arm is clueless, and a balanced
+one loses on short questions. The top cosine tells lookups from questions
+(about .7 for real questions, .15 to .4 for identifier lookups with
+all-MiniLM-L6-v2); the query's length tells short questions (debfaq: 5
+words at the median; the vector arm alone beats BM25 by .18) from long
+keyword queries (Cranfield 10, CISI 20: the arms are within .03 and fusion
+gains most from both).
 
 Ties break by first appearance (the arms' order), so results are stable.
 """
@@ -55,7 +64,13 @@ from typing import Generic, TypeVar
 RRF_K = 60
 SCORE_AWARE_WEIGHT = 0.5
 CONVEX_ALPHA = 0.5  # the vector arm's weight when the model has no measured midpoint
-ALPHA_RANGE = (0.2, 0.8)
+ALPHA_RANGE = (0.2, 0.9)
+# Per query word (not a stop word) below LENGTH_PIVOT, the vector arm's weight
+# rises by LENGTH_SLOPE (and falls above it). Chosen on Cranfield, CISI and
+# debfaq together (benchmarks/retrieval_study.py); a slope of .015 or a pivot
+# of 12 moved no set by more than .01.
+LENGTH_SLOPE = 0.02
+LENGTH_PIVOT = 15
 DISTRIBUTION_SPREAD = 3.0
 DISTRIBUTION_CEILING = 1.5
 # Top cosine at which both arms weigh the same, per embedding model. Measured
@@ -168,14 +183,16 @@ def convex_fusion(
     return _sorted(scores)
 
 
-def vector_weight(top_similarity: float | None, model: str | None) -> float:
-    """The vector arm's ``alpha`` in ``convex`` for a query whose best vector
-    hit has cosine ``top_similarity`` under embedding ``model``."""
+def vector_weight(top_similarity: float | None, model: str | None, words: int | None = None) -> float:
+    """The vector arm's ``alpha`` in ``convex`` for a query of ``words`` words
+    (not stop words; None: leave length out) whose best vector hit has
+    cosine ``top_similarity`` under embedding ``model``."""
     midpoint = SIMILARITY_MIDPOINTS.get(model or "")
     if midpoint is None or top_similarity is None or not math.isfinite(top_similarity):
         return CONVEX_ALPHA
+    length = LENGTH_SLOPE * (LENGTH_PIVOT - words) if words is not None and words >= 2 else 0.0
     low, high = ALPHA_RANGE
-    return min(high, max(low, 0.5 + top_similarity - midpoint))
+    return min(high, max(low, 0.5 + top_similarity - midpoint + length))
 
 
 def fuse(

@@ -6,7 +6,17 @@ rerank under the latency budget → hydrate → optional neighbour expansion.
 The lexical arm runs on a small thread pool with that thread's own SQLite
 connection while the calling thread embeds the query and scans vectors, so
 the embedding round trip overlaps the FTS query. Every arm and the hydration
-apply the same scope (collection, optional document, served documents).
+apply the same scope (collection, optional document, served documents). The
+scope "all collections" (``ALL_COLLECTIONS``) is every collection's own
+scope: each arm runs once per collection and the lists merge by score (BM25
+and cosine are on one scale across collections), and each hit is hydrated
+in the collection it was found in.
+
+Every response says whether anything matched (``SearchResponse.match``):
+whether a query word matched lexically, and whether the best semantic
+similarity clears the embedding model's calibrated floor
+(:mod:`kbtui.retrieval.matching`). When neither holds the hits are dropped:
+ten passages chosen only because something had to be shown are not answers.
 
 A search never raises and never fails because a model is missing: an
 unavailable embedder gives lexical-only results, a cold, busy or slow
@@ -27,7 +37,7 @@ import numpy as np
 
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
-from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, QueryTerms, parse_query
+from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, STOP_WORDS, QueryTerms, parse_query
 from kbtui.retrieval.fusion import (
     DEFAULT_FUSION,
     FUSION_STRATEGIES,
@@ -37,15 +47,22 @@ from kbtui.retrieval.fusion import (
     vector_weight,
 )
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
+from kbtui.retrieval.matching import NONE as NO_MATCH
+from kbtui.retrieval.matching import MatchSignal, match_signal, relevance, word_coverage
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
-from store.chunks import ChunkRecord, served_chunks
+from kbtui.retrieval.sections import with_section_openings
+from kbtui.retrieval.snippets import QueryHighlighter
+from store.catalog import list_collections
+from store.chunks import ChunkRecord, section_openers, served_chunks
 from store.db import database
 from store.models import SERVED_DOCUMENT_SQL
-from store.vectors import exact_search
+from store.vectors import exact_search, stored_vectors
 
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "lexical", "vector")
+# The scope of every collection (not a valid collection id: "*" is not allowed in one).
+ALL_COLLECTIONS = "*"
 NEIGHBOUR_WINDOW = 1
 RERANKER_TARGET = "reranker"
 
@@ -61,13 +78,17 @@ class VectorSearch(Protocol):
 @dataclass(frozen=True)
 class SearchRequest:
     query: str
-    collection_id: str
+    collection_id: str  # or ALL_COLLECTIONS
     document_id: str | None = None
     limit: int = 10
     expand_neighbors: bool = False
     mode: str = "hybrid"  # hybrid | lexical | vector (eval and benchmarks compare the arms)
     fusion: str | None = None  # None: the configured strategy
     per_document: bool = False  # one hit per document (its best chunk), up to ``limit`` documents
+    # Drop hits whose relevance (Hit.relevance: 0..1, comparable across queries) is below this.
+    min_relevance: float | None = None
+    # Keep hits even when nothing matched (eval measures the arms' raw rankings).
+    keep_unmatched: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,6 +126,11 @@ class Hit:
     vector_score: float | None = None
     fusion_rank: int | None = None  # rank before reranking
     neighbors: tuple[Neighbour, ...] = ()
+    # Per-document results: how many more of this document's chunks ranked (not shown).
+    more_in_document: int = 0
+    # How well this chunk answers, 0..1 on one scale for every query (see matching.relevance).
+    relevance: float | None = None
+    similarity: float | None = None  # its own cosine similarity to the query (None: no vector)
 
 
 @dataclass(frozen=True)
@@ -128,6 +154,23 @@ class SearchResponse:
     degraded: list[str] = field(default_factory=list)
     elapsed_ms: float = 0.0
     explain: SearchExplain | None = None
+    match: MatchSignal | None = None  # None only when the search itself failed
+
+
+@dataclass(frozen=True)
+class VectorArm:
+    """The semantic arm's answer for one query."""
+
+    ranked: list[tuple[int, float]]  # chunk id, score (cosine blended with its section's opening), best first
+    similarity: dict[int, float]  # chunk id -> its own cosine with the query
+    query_vector: np.ndarray | None = None
+
+    @property
+    def top_similarity(self) -> float | None:
+        return max(self.similarity.values()) if self.similarity else None
+
+
+NO_VECTORS = VectorArm([], {})
 
 
 class SearchService:
@@ -177,20 +220,28 @@ class SearchService:
         degraded: list[str] = []
         timings: dict[str, float] = {}
         terms = parse_query(request.query)
+        scopes = self._scopes(request)
+        found_in: dict[int, str] = {}  # chunk id -> the collection an arm found it in
 
-        lexical_future: Future[tuple[LexicalResult | None, float]] | None = None
-        if mode != "vector" and not terms.empty:
-            lexical_future = self._executor().submit(self._lexical_on_own_connection, terms, request, pool)
-        semantic: list[tuple[int, float]] = []
-        if mode != "lexical":
-            semantic = self._semantic_arm(request, pool, degraded, timings)
+        lexical_future: Future[tuple[tuple[LexicalResult | None, dict[int, str]], float]] | None = None
+        if mode != "vector" and not terms.empty and scopes:
+            lexical_future = self._executor().submit(self._lexical_on_own_connection, terms, request, scopes, pool)
+        vector_arm = NO_VECTORS
+        if mode != "lexical" and scopes:
+            vector_arm = self._semantic_arm(request, scopes, pool, degraded, timings, found_in)
+        semantic = vector_arm.ranked
         lexical: LexicalResult | None = None
         if lexical_future is not None:
-            lexical, timings["lexical_ms"] = lexical_future.result()
+            (lexical, lexical_found_in), timings["lexical_ms"] = lexical_future.result()
             if lexical is None:
                 degraded.append("lexical_failed")
+            else:
+                found_in.update(lexical_found_in)
 
         lexical_ranked = lexical.ranked if lexical else []
+        model = self.embedder.identity.model if self.embedder else None
+        top_similarity = vector_arm.top_similarity
+        match = match_signal(lexical_found=bool(lexical_ranked), best_similarity=top_similarity, model=model)
         fusion_started = time.perf_counter()
         alpha: float | None = None
         if mode == "lexical":
@@ -200,7 +251,7 @@ class SearchService:
         elif lexical_ranked and semantic:
             # A short bm25 list is exhaustive: every other chunk in scope holds none of the words.
             unlisted = pool - len(lexical_ranked) if lexical and lexical.plan.ranked else 0
-            alpha = vector_weight(semantic[0][1], self.embedder.identity.model if self.embedder else None)
+            alpha = vector_weight(top_similarity, model, sum(w not in STOP_WORDS for w in terms.words))
             fused = fuse(
                 strategy, ArmResult("lexical", lexical_ranked, max(0, unlisted)), ArmResult("vector", semantic),
                 alpha=alpha,
@@ -209,11 +260,14 @@ class SearchService:
             # One arm is empty (no word terms, or the embedder is down): its ranks on the fusion scale.
             fused = reciprocal_rank_fusion([[c for c, _ in (lexical_ranked or semantic)]])
         timings["fusion_ms"] = (time.perf_counter() - fusion_started) * 1000
+        arm_down = {"lexical_failed", "vector_failed", "embedder_unavailable"} & set(degraded)
+        if match.verdict == NO_MATCH and not request.keep_unmatched and not arm_down:
+            fused = []  # nothing matched: no hits rather than the least bad passages
 
         lexical_by_id = {c: (rank, s) for rank, (c, s) in enumerate(lexical_ranked, start=1)}
         vector_by_id = {c: (rank, s) for rank, (c, s) in enumerate(semantic, start=1)}
         reranked = self._maybe_rerank(
-            request, fused, lexical_ranked, semantic, started, limit, degraded, timings
+            request, fused, lexical_ranked, semantic, started, limit, degraded, timings, found_in
         )
         if reranked is not None:
             ordered, score_kind, rows = reranked
@@ -222,12 +276,15 @@ class SearchService:
         fusion_rank = {c: rank for rank, (c, _) in enumerate(fused, start=1)}
 
         hydrate_started = time.perf_counter()
+        more: dict[int, int] = {}
         if request.per_document:
-            selected, rows = self._best_chunk_per_document(request, ordered, limit, rows)
+            selected, rows, more = self._best_chunk_per_document(request, ordered, limit, rows, found_in)
         else:
             selected = ordered[:limit]
             missing = [c for c, _ in selected if c not in rows]
-            rows = {**rows, **self._hydrate(request, missing)} if missing else rows
+            rows = {**rows, **self._hydrate(request, missing, found_in)} if missing else rows
+        highlighter = QueryHighlighter.for_query(request.query)
+        similarities = self._similarities(selected, vector_arm)
         hits = []
         for chunk_id, score in selected:
             row = rows.get(chunk_id)
@@ -235,6 +292,10 @@ class SearchService:
                 continue  # deleted or re-indexed between ranking and hydration
             lexical_hit = lexical_by_id.get(chunk_id)
             vector_hit = vector_by_id.get(chunk_id)
+            similarity = similarities.get(chunk_id)
+            hit_relevance = relevance(similarity, word_coverage(row.text, highlighter))
+            if request.min_relevance is not None and hit_relevance < request.min_relevance:
+                continue
             hits.append(
                 Hit(
                     collection_id=row.collection_id,
@@ -256,6 +317,9 @@ class SearchService:
                     lexical_score=lexical_hit[1] if lexical_hit else None,
                     vector_score=vector_hit[1] if vector_hit else None,
                     fusion_rank=fusion_rank.get(chunk_id),
+                    more_in_document=more.get(chunk_id, 0),
+                    relevance=hit_relevance,
+                    similarity=similarity,
                 )
             )
         if request.expand_neighbors:
@@ -272,7 +336,15 @@ class SearchService:
             timings_ms={k: round(v, 3) for k, v in timings.items()},
             vector_weight=round(alpha, 3) if alpha is not None and strategy == "convex" else None,
         )
-        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain)
+        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain, match)
+
+    # ------------------------------------------------------------ scope
+
+    def _scopes(self, request: SearchRequest) -> list[str]:
+        """The collections the request covers: one, or every collection."""
+        if request.collection_id == ALL_COLLECTIONS:
+            return list_collections()
+        return [request.collection_id]
 
     # ------------------------------------------------------------ the arms
 
@@ -283,32 +355,44 @@ class SearchService:
             return self._pool
 
     def _lexical_on_own_connection(
-        self, terms: QueryTerms, request: SearchRequest, pool: int
-    ) -> tuple[LexicalResult | None, float]:
+        self, terms: QueryTerms, request: SearchRequest, scopes: Sequence[str], pool: int
+    ) -> tuple[tuple[LexicalResult | None, dict[int, str]], float]:
         """The lexical arm on this worker thread's own connection, opened and
-        closed here so it always points at the database the caller uses."""
+        closed here so it always points at the database the caller uses.
+        Several collections: each is searched in its own scope, merged by score."""
         started = time.perf_counter()
+        found_in: dict[int, str] = {}
         try:
             database.connect(reuse_if_open=True)
             try:
-                result = lexical_candidates(
-                    terms, request.collection_id, document_id=request.document_id, limit=pool
-                )
+                results = []
+                for collection_id in scopes:
+                    found = lexical_candidates(terms, collection_id, document_id=request.document_id, limit=pool)
+                    found_in.update((chunk_id, collection_id) for chunk_id, _ in found.ranked)
+                    results.append(found)
             finally:
                 database.close()
+            result: LexicalResult | None = _merged_lexical(results, pool)
         except Exception as exc:  # noqa: BLE001 - SQLite errors echo query words: type only
             log.warning("lexical arm failed: %s", type(exc).__name__)
             result = None
-        return result, (time.perf_counter() - started) * 1000
+        return (result, found_in), (time.perf_counter() - started) * 1000
 
     def _semantic_arm(
-        self, request: SearchRequest, pool: int, degraded: list[str], timings: dict[str, float]
-    ) -> list[tuple[int, float]]:
+        self,
+        request: SearchRequest,
+        scopes: Sequence[str],
+        pool: int,
+        degraded: list[str],
+        timings: dict[str, float],
+        found_in: dict[int, str],
+    ) -> VectorArm:
+        """The vector arm: the pool's nearest chunks, scored with their section openings."""
         if self.embedder is None:
             degraded.append("embedder_unavailable")
-            return []
+            return NO_VECTORS
         if not request.query.strip():
-            return []
+            return NO_VECTORS
         started = time.perf_counter()
         try:
             query_vector = self.embedder.embed_query(request.query[:MAX_QUERY_CHARS])
@@ -317,29 +401,57 @@ class SearchService:
         except EmbeddingUnavailable as exc:
             log.info("query embedding unavailable: %s", exc.code)
             degraded.append("embedder_unavailable")
-            return []
+            return NO_VECTORS
         except Exception as exc:  # noqa: BLE001 - a broken embedder degrades to lexical-only
             log.warning("query embedding failed: %s", type(exc).__name__)
             degraded.append("embedder_unavailable")
-            return []
+            return NO_VECTORS
         finally:
             timings["embed_ms"] = (time.perf_counter() - started) * 1000
         vector_started = time.perf_counter()
         try:
-            return self._vector_candidates(query_vector, identity, request, pool)
+            merged: list[tuple[int, float]] = []
+            # Twice the pool: the blend below can lift a chunk from just outside it.
+            for collection_id in scopes:
+                found = self._vector_candidates(query_vector, identity, request, 2 * pool, collection_id)
+                found_in.update((chunk_id, collection_id) for chunk_id, _ in found)
+                merged.extend(found)
+            similarity = dict(merged)
+            ranked = self._with_section_openings(merged, similarity, query_vector, identity)[:pool]
+            return VectorArm(ranked, {c: similarity[c] for c, _ in ranked}, query_vector)
         except Exception as exc:  # noqa: BLE001
             log.warning("vector arm failed: %s", type(exc).__name__)
             degraded.append("vector_failed")
-            return []
+            return NO_VECTORS
         finally:
             timings["vector_ms"] = (time.perf_counter() - vector_started) * 1000
 
+    def _with_section_openings(
+        self, candidates: list[tuple[int, float]], similarity: dict[int, float], query_vector: np.ndarray,
+        identity: str,
+    ) -> list[tuple[int, float]]:
+        """``candidates`` rescored with the cosine of their sections' first
+        chunks (:mod:`kbtui.retrieval.sections`); openings not among the
+        candidates are read from their stored vectors (same document: same scope)."""
+        openers = section_openers([c for c, _ in candidates])
+        missing = {o for o in openers.values() if o not in similarity}
+        opening = dict(similarity)
+        if missing:
+            query = query_vector.astype(np.float32)
+            for chunk_id, vector in stored_vectors(sorted(missing), identity, int(query.shape[0])).items():
+                opening[chunk_id] = float(vector @ query)
+        return with_section_openings(candidates, openers, opening)
+
     def _vector_candidates(
-        self, query_vector: np.ndarray, identity: str, request: SearchRequest, pool: int
+        self, query_vector: np.ndarray, identity: str, request: SearchRequest, pool: int,
+        collection_id: str | None = None,
     ) -> list[tuple[int, float]]:
         """The one call into the vector store (ANN index when there is one)."""
         search = self.vectors.search if self.vectors is not None else exact_search
-        return search(query_vector, identity, request.collection_id, document_id=request.document_id, limit=pool)
+        return search(
+            query_vector, identity, collection_id or request.collection_id,
+            document_id=request.document_id, limit=pool,
+        )
 
     # ------------------------------------------------------------ rerank
 
@@ -353,6 +465,7 @@ class SearchService:
         limit: int,
         degraded: list[str],
         timings: dict[str, float],
+        found_in: dict[int, str],
     ) -> tuple[list[tuple[int, float]], str, dict[int, ChunkRecord]] | None:
         """Reranked selection, or None for fusion order (the reason goes in ``degraded``)."""
         if self.reranker is None or request.mode != "hybrid":
@@ -371,7 +484,7 @@ class SearchService:
             degraded.append(f"reranker_{skip}")
             return None
         rerank_started = time.perf_counter()
-        rows = self._hydrate(request, [c for c, _ in candidates])
+        rows = self._hydrate(request, [c for c, _ in candidates], found_in)
         present = [(c, s) for c, s in candidates if c in rows]
         remaining = budget_s - (time.perf_counter() - started)
         outcome = self.reranker.rerank(
@@ -397,9 +510,20 @@ class SearchService:
 
     # ------------------------------------------------------------ hydration
 
-    def _hydrate(self, request: SearchRequest, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
-        """The chunks ``chunk_ids`` that are still served in the request's scope."""
-        return served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
+    def _hydrate(
+        self, request: SearchRequest, chunk_ids: Sequence[int], found_in: dict[int, str]
+    ) -> dict[int, ChunkRecord]:
+        """The chunks ``chunk_ids`` that are still served in the scope each was found in."""
+        if request.collection_id != ALL_COLLECTIONS:
+            return served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
+        by_collection: dict[str, list[int]] = {}
+        for chunk_id in chunk_ids:
+            if chunk_id in found_in:
+                by_collection.setdefault(found_in[chunk_id], []).append(chunk_id)
+        rows: dict[int, ChunkRecord] = {}
+        for collection_id, ids in by_collection.items():
+            rows.update(served_chunks(ids, collection_id, document_id=request.document_id))
+        return rows
 
     def _best_chunk_per_document(
         self,
@@ -407,26 +531,42 @@ class SearchService:
         ordered: Sequence[tuple[int, float]],
         limit: int,
         rows: dict[int, ChunkRecord],
-    ) -> tuple[list[tuple[int, float]], dict[int, ChunkRecord]]:
+        found_in: dict[int, str],
+    ) -> tuple[list[tuple[int, float]], dict[int, ChunkRecord], dict[int, int]]:
         """The first (best) chunk of each document in ``ordered``, up to
-        ``limit`` documents; hydrates the ranking a slice at a time."""
-        rows = dict(rows)
+        ``limit`` documents, and for each how many more of its document's
+        chunks are in the ranking (every candidate is hydrated: at most the pool)."""
+        missing = [c for c, _ in ordered if c not in rows]
+        rows = {**rows, **self._hydrate(request, missing, found_in)} if missing else dict(rows)
+        best: dict[str, int] = {}
         selected: list[tuple[int, float]] = []
-        seen: set[str] = set()
-        step = max(2 * limit, 20)
-        for start in range(0, len(ordered), step):
-            part = ordered[start : start + step]
-            missing = [c for c, _ in part if c not in rows]
-            if missing:
-                rows.update(self._hydrate(request, missing))
-            for chunk_id, score in part:
-                row = rows.get(chunk_id)
-                if row is not None and row.document_id not in seen:
-                    seen.add(row.document_id)
+        more: dict[int, int] = {}
+        for chunk_id, score in ordered:
+            row = rows.get(chunk_id)
+            if row is None:
+                continue
+            first = best.get(row.document_id)
+            if first is None:
+                if len(selected) < limit:
+                    best[row.document_id] = chunk_id
                     selected.append((chunk_id, score))
-                    if len(selected) == limit:
-                        return selected, rows
-        return selected, rows
+                    more[chunk_id] = 0
+            else:
+                more[first] += 1
+        return selected, rows, more
+
+    def _similarities(self, selected: Sequence[tuple[int, float]], arm: VectorArm) -> dict[int, float]:
+        """Each selected chunk's own cosine similarity to the query: from the
+        vector arm, else from its stored vector of the query's exact identity."""
+        found: dict[int, float] = {c: arm.similarity[c] for c, _ in selected if c in arm.similarity}
+        missing = [int(c) for c, _ in selected if c not in found]
+        if not missing or arm.query_vector is None or self.embedder is None:
+            return found
+        query = arm.query_vector.astype(np.float32)
+        identity = self.embedder.identity.canonical()
+        for chunk_id, vector in stored_vectors(missing, identity, int(query.shape[0])).items():
+            found[chunk_id] = float(vector @ query)
+        return found
 
     def _with_neighbours(self, hit: Hit) -> Hit:
         rows = database.execute_sql(
@@ -441,6 +581,15 @@ class SearchService:
         ).fetchall()
         neighbours = tuple(Neighbour(*row) for row in rows)
         return Hit(**{**hit.__dict__, "neighbors": neighbours})
+
+
+def _merged_lexical(results: Sequence[LexicalResult], pool: int) -> LexicalResult:
+    """One lexical result from several collections' (BM25 is one scale: the
+    index's own statistics, whatever the scope). The first plan stands for all."""
+    if len(results) == 1:
+        return results[0]
+    merged = sorted((pair for result in results for pair in result.ranked), key=lambda pair: -pair[1])[:pool]
+    return LexicalResult(merged, results[0].plan)
 
 
 def _as_fused(ranked: Sequence[tuple[int, float]]) -> list[tuple[int, float]]:

@@ -87,16 +87,16 @@ def test_plan_leaves_out_words_in_most_chunks_when_a_rarer_word_exists():
 
 def test_plan_ranks_rarest_words_within_the_row_budget():
     counts = {"a1": 4000, "b2": 5000, "c3": 3000}
-    plan = plan_words(list(counts), counts, 10_000_000)
+    plan = plan_words(list(counts), counts, 10_000_000, budget=10_000)
     assert plan.ranked == ("c3", "a1")  # 3000 + 4000 fit; + 5000 would not
     assert plan.pruned == ("b2",)
 
 
 def test_plan_counts_a_repeated_word_once_per_repeat_against_the_budget():
     counts = {"a1": 4500, "c3": 3000}
-    plan = plan_words(list(counts), counts, 10_000_000, repeats={"c3": 2, "a1": 1})
+    plan = plan_words(list(counts), counts, 10_000_000, budget=10_000, repeats={"c3": 2, "a1": 1})
     assert plan.ranked == ("c3",) and plan.repeats == (2,)  # 6000 + 4500 would pass the budget
-    alone = plan_words(["c3"], {"c3": 6000}, 10_000_000, repeats={"c3": 3})
+    alone = plan_words(["c3"], {"c3": 6000}, 10_000_000, budget=10_000, repeats={"c3": 3})
     assert alone.ranked == ("c3",) and alone.repeats == (1,)  # fits once: ranked without its repeats
 
 

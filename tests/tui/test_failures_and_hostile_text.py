@@ -68,7 +68,7 @@ def test_files_refused_mid_add_are_counted_by_reason_not_a_crash(tui_node, tmp_p
 
 
 def test_an_unexpected_search_error_names_its_type_only(tui_node):
-    def broken_search(query, collection_id, *, limit=10):
+    def broken_search(query, collection_id, **options):
         raise RuntimeError(f"failed while handling {query}")
 
     tui_node.search = broken_search

@@ -33,9 +33,9 @@ def test_results_follow_the_typing_and_only_the_latest_answer_shows(indexed_node
     searched: list[str] = []
     original = indexed_node.search
 
-    def counting_search(query, collection_id, *, limit=10):
+    def counting_search(query, collection_id, **options):
         searched.append(query)
-        return original(query, collection_id, limit=limit)
+        return original(query, collection_id, **options)
 
     indexed_node.search = counting_search
     app = make_app(indexed_node, fast_options(run_node=False, search_debounce_s=0.3))
@@ -124,5 +124,36 @@ def test_query_syntax_is_searched_as_text_not_an_error(indexed_node, utc):
                 await wait_until(lambda hostile=hostile: screen.answered_query == hostile and status_of(screen) != "Searching…")
                 assert "failed" not in status_of(screen).lower()
             assert not app._notifications  # no error was raised to the operator
+
+    asyncio.run(run())
+
+
+def test_results_are_documents_and_ctrl_o_searches_every_collection(indexed_node, utc, tmp_path):
+    from tests.retrieval.conftest import add_and_index
+
+    add_and_index(indexed_node, tmp_path, "pager.md", "# Pager\n\nThe flangewidget pager rota.", collection="OPS")
+    app = make_app(indexed_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = await open_search(app, pilot)
+            await type_text(pilot, "restore")
+            await wait_until(lambda: screen.answered_query == "restore" and prompts(screen))
+            documents = [h.document_id for h in screen.response.hits]
+            assert len(documents) == len(set(documents))  # one hit per document
+            assert any("more" in p for p in prompts(screen))  # "+N more (in this document)"
+
+            await pilot.press("ctrl+u")
+            await type_text(pilot, "flangewidget")
+            await wait_until(lambda: screen.answered_query == "flangewidget" and status_of(screen) != "Searching…")
+            # Only in OPS: nothing in DEFAULT holds the word (the hash test model has no floor: "related").
+            assert status_of(screen).startswith("No exact matches, showing related passages.")
+            await pilot.press("ctrl+o")
+            await wait_until(lambda: "all collections" in status_of(screen) and prompts(screen)
+                             and screen.response.hits[0].collection_id == "OPS")
+            assert prompts(screen)[0].split("\n")[1].strip().startswith("OPS ·")
+            assert "all collections" in str(screen.query_one("#search-heading", Static).content)
+            await pilot.press("ctrl+o")
+            await wait_until(lambda: "in DEFAULT" in status_of(screen))
 
     asyncio.run(run())

@@ -1,5 +1,10 @@
 """The Search screen: results as you type (debounced), Enter opens a preview.
 
+Results are documents (each document's best chunk, and how many more of its
+chunks ranked); ``ctrl+o`` widens the search to every collection and back.
+When no query word matched, the status line says so: related passages only,
+or nothing matched at all.
+
 Each keystroke bumps a generation number and restarts a short timer; when it
 fires, a thread worker searches and posts the answer back with its
 generation, and only the newest generation is shown. A slow search never
@@ -20,7 +25,8 @@ from textual.worker import Worker, WorkerState
 
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.retrieval.search import SearchResponse
+from kbtui.retrieval.matching import NONE, RELATED
+from kbtui.retrieval.search import ALL_COLLECTIONS, SearchResponse
 from kbtui.tui.messages import OpenHit, SearchFinished
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.hit_list import HitList, degradation_text
@@ -36,6 +42,10 @@ class SearchScreen(KbtuiScreen):
         Binding("escape", "back", "Back", id="search.back"),
         Binding("ctrl+r", "toggle_explain", "Explain", id="search.explain", tooltip="Show why each hit ranked"),
         Binding("e", "toggle_explain", "Explain", id="search.explain_results", show=False),
+        Binding(
+            "ctrl+o", "toggle_everywhere", "All collections", id="search.everywhere",
+            tooltip="Search every collection, or only the active one",
+        ),
         Binding("down", "focus_results", "Results", id="search.results", show=False),
     ]
 
@@ -55,6 +65,7 @@ class SearchScreen(KbtuiScreen):
         self.options = options
         self.generation = 0
         self.explain = False
+        self.everywhere = False  # search every collection instead of ``collection_id``
         self.query_text = ""
         self.response: SearchResponse | None = None
         self.answered_query = ""  # the text ``response`` answers
@@ -79,10 +90,15 @@ class SearchScreen(KbtuiScreen):
     def focus_input(self) -> None:
         self.query_one("#search-input", Input).focus()
 
+    @property
+    def scope_name(self) -> str:
+        """What is being searched, for the operator."""
+        return "all collections" if self.everywhere else self.collection_id
+
     def _show_heading(self) -> None:
         explain = "on" if self.explain else "off"
         self.query_one("#search-heading", Static).update(
-            Text.assemble(("Search ", "bold"), self.collection_id, f"  ·  explain {explain} (ctrl+r)")
+            Text.assemble(("Search ", "bold"), self.scope_name, f"  ·  explain {explain} (ctrl+r)")
         )
 
     # ------------------------------------------------------------ typing
@@ -120,11 +136,11 @@ class SearchScreen(KbtuiScreen):
             self._set_status("Type to search.")
             return
         self._set_status("Searching…")
-        self._search(self.generation, query, self.collection_id)
+        self._search(self.generation, query, ALL_COLLECTIONS if self.everywhere else self.collection_id)
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
     def _search(self, generation: int, query: str, collection_id: str) -> None:
-        response = self.node.search(query, collection_id)
+        response = self.node.search(query, collection_id, per_document=True)
         # The operator's own file names, for uploaded documents (no source path) among the hits.
         unnamed = [h.document_id for h in response.hits if not h.source_path and h.document_id not in self.names]
         if unnamed:
@@ -148,15 +164,21 @@ class SearchScreen(KbtuiScreen):
             response.hits, self.query_text, explain=self.explain, names=self.names,
             width=results.size.width or self.app.size.width,
             fusion=response.explain.fusion if response.explain is not None else None,
+            show_collection=self.everywhere,
         )
         count = len(response.hits)
-        summary = f"{count} hit{'s' if count != 1 else ''} in {self.collection_id}"
+        summary = f"{count} hit{'s' if count != 1 else ''} in {self.scope_name}"
         if self.options.show_timings:
             summary += f" · {response.elapsed_ms:.0f} ms"
+        verdict = response.match.verdict if response.match is not None else None
+        if verdict == RELATED:
+            summary = f"No exact matches, showing related passages. {summary}"
         if response.degraded:
             self._set_status(f"{degradation_text(response.degraded)} {summary}", degraded=True)
+        elif verdict == NONE:
+            self._set_status(f"Nothing matched in {self.scope_name}.")
         elif count == 0:
-            self._set_status(f"No matches in {self.collection_id}.")
+            self._set_status(f"No matches in {self.scope_name}.")
         else:
             self._set_status(summary)
 
@@ -181,6 +203,12 @@ class SearchScreen(KbtuiScreen):
             results.focus()
             if results.highlighted is None:
                 results.highlighted = 0
+
+    def action_toggle_everywhere(self) -> None:
+        self.everywhere = not self.everywhere
+        self.generation += 1
+        self._show_heading()
+        self._search_now()
 
     def action_toggle_explain(self) -> None:
         self.explain = not self.explain

@@ -12,6 +12,7 @@ from textual.widgets.option_list import Option
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.printable import printable
 from kbtui.retrieval.search import Hit
+from kbtui.retrieval.snippets import QueryHighlighter
 from kbtui.tui.widgets.snippet import highlighted_snippet
 
 TRAIL_SEPARATOR = " › "
@@ -71,19 +72,26 @@ def explain_text(hit: Hit, fusion: str | None = None) -> Text:
 
 
 def hit_prompt(
-    rank: int, hit: Hit, query: str, *, width: int, explain: bool, fallback_name: str | None, fusion: str | None = None
+    rank: int, hit: Hit, query: str | QueryHighlighter, *, width: int, explain: bool, fallback_name: str | None,
+    fusion: str | None = None, show_collection: bool = False,
 ) -> Text:
     """The lines one hit takes in the list."""
     width = max(20, width)
     prompt = Text(no_wrap=True, overflow="ellipsis")
     prompt.append(f"{rank:>2}. ", style="bold")
     prompt.append(hit_title(hit, fallback_name), style="bold")
-    meta = [printable(hit.source_path) or fallback_name or hit.document_id[:12]]
+    meta = [printable(hit.collection_id)] if show_collection else []
+    meta.append(printable(hit.source_path) or fallback_name or hit.document_id[:12])
     if hit.page is not None:
         meta.append(f"p.{hit.page}")
     if hit.kind and hit.kind != "prose":
         meta.append(hit.kind)
     meta.append(f"{hit.score_kind} {hit.score:.4f}")
+    if hit.more_in_document:
+        # The long form when it fits the line, else the count alone.
+        more = f"+{hit.more_in_document} more in this document"
+        fits = len(" · ".join(meta)) + 3 + len(more) <= width - 4
+        meta.append(more if fits else f"+{hit.more_in_document} more")
     prompt.append("\n    ")
     prompt.append(" · ".join(meta), style="dim")
     prompt.append("\n    ")
@@ -99,14 +107,15 @@ class HitList(OptionList):
 
     def show(
         self, hits: Sequence[Hit], query: str, *, explain: bool, names: Mapping[str, str], width: int,
-        fusion: str | None = None,
+        fusion: str | None = None, show_collection: bool = False,
     ) -> None:
         highlighted = self.highlighted
         self.clear_options()
+        highlighter = QueryHighlighter.for_query(query)
         self.add_options(
             Option(
-                hit_prompt(rank, hit, query, width=width, explain=explain, fallback_name=names.get(hit.document_id),
-                           fusion=fusion),
+                hit_prompt(rank, hit, highlighter, width=width, explain=explain,
+                           fallback_name=names.get(hit.document_id), fusion=fusion, show_collection=show_collection),
                 id=str(rank - 1),
             )
             for rank, hit in enumerate(hits, start=1)

@@ -1,42 +1,30 @@
-"""A one-line snippet of a chunk around the query's words, with the words highlighted."""
+"""A one-line snippet of a chunk around the words that matched, highlighted
+(the same words and window as the CLI: :mod:`kbtui.retrieval.snippets`)."""
 
 from __future__ import annotations
-
-import re
 
 from rich.text import Text
 
 from kbtui.printable import printable
+from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
 
 HIGHLIGHT_STYLE = "bold reverse"
-_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def highlighted_snippet(text: str, query: str | QueryHighlighter, width: int) -> Text:
+    """At most ``width`` characters of ``text`` (whitespace collapsed) around the
+    best match, with every matched word (whole words, stems included, never
+    stop words) highlighted."""
+    highlighter = query if isinstance(query, QueryHighlighter) else QueryHighlighter.for_query(query)
+    snippet = Text()
+    # Escaped first, so the escapes count against the width.
+    for segment in snippet_for(printable(" ".join(text.split())), highlighter, width):
+        snippet.append(segment.text, style=HIGHLIGHT_STYLE if segment.highlighted else "")
+    return snippet
 
 
 def query_terms(query: str) -> list[str]:
-    """The words worth highlighting: distinct, longest first (so ``tls`` inside
-    ``tlsv1`` does not win over the longer word)."""
-    words = {w.casefold() for w in _WORD.findall(query) if len(w) > 1 or not w.isascii()}
+    """The query's words worth highlighting (content words, not stop words),
+    longest first (the document preview marks these)."""
+    words = QueryHighlighter.for_query(query).words
     return sorted(words, key=lambda w: (-len(w), w))
-
-
-def highlighted_snippet(text: str, query: str, width: int) -> Text:
-    """At most ``width`` characters of ``text`` (whitespace collapsed), starting a
-    little before the first query word, with every query word highlighted."""
-    flat = printable(" ".join(text.split()))
-    terms = query_terms(query)
-    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE) if terms else None
-    start = 0
-    if pattern is not None:
-        first = pattern.search(flat)
-        if first is not None and first.start() > width // 3:
-            # Begin at a word boundary a third of the width before the match.
-            start = flat.rfind(" ", 0, first.start() - width // 3) + 1
-    window = flat[start : start + width]
-    prefix = "…" if start > 0 else ""
-    if prefix:
-        window = window[: max(0, width - 1)]
-    snippet = Text(prefix + window)
-    if pattern is not None:
-        for match in pattern.finditer(window):
-            snippet.stylize(HIGHLIGHT_STYLE, match.start() + len(prefix), match.end() + len(prefix))
-    return snippet
