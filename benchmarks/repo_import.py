@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kbtui.cli.repositories import index_pending  # noqa: E402
 from kbtui.config import Config  # noqa: E402
 from kbtui.node import Node  # noqa: E402
-from kbtui.repository.importer import ImportReport, import_repository, register_repository  # noqa: E402
-from kbtui.repository.scan import ScanLimits  # noqa: E402
+from kbtui.sources.importer import ImportReport, import_repository, register_repository  # noqa: E402
+from kbtui.sources.scan import ScanLimits  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,8 @@ from kbtui.reads import (
     read_neighbours,
     status_counts,
 )
-from kbtui.repository.importer import ImportReport, import_repository, register_repository
-from kbtui.repository.scan import ScanLimits
+from kbtui.sources.importer import ImportReport, import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
     RERANKER_TARGET,

@@ -15,7 +15,7 @@ from kbtui.collections import canonical_collection_id
 from kbtui.node import Node, RepositoryRow
 from kbtui.printable import human_size
 from kbtui.reads import Status
-from kbtui.repository.importer import ImportFailed, ImportReport
+from kbtui.sources.importer import ImportFailed, ImportReport
 
 
 @cli.group()

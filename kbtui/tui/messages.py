@@ -19,7 +19,7 @@ from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
 from kbtui.reads import CatalogSnapshot
-from kbtui.repository.importer import ImportReport
+from kbtui.sources.importer import ImportReport
 from kbtui.retrieval.search import Hit, SearchResponse
 
 

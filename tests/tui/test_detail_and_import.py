@@ -7,7 +7,7 @@ import subprocess
 
 from textual.widgets import DataTable, OptionList, Static, Tree
 
-from kbtui.repository.importer import register_repository
+from kbtui.sources.importer import register_repository
 from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.repository_import import ImportScreen
 from store.models import Document

@@ -22,7 +22,7 @@ from kbtui.collections import canonical_collection_id
 from kbtui.errors import OPERATOR_ERRORS, InvalidCollection
 from kbtui.node import Node, RepositoryRow
 from kbtui.printable import printable
-from kbtui.repository.importer import ImportFailed, ImportReport
+from kbtui.sources.importer import ImportFailed, ImportReport
 from kbtui.tui.messages import DocumentsChanged, ImportFinished, ImportProgressed
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from kbtui.cli.repositories import index_pending
-from kbtui.repository.importer import ImportReport, import_repository, register_repository
-from kbtui.repository.scan import ScanLimits
+from kbtui.sources.importer import ImportReport, import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
 
 DEFAULT_LIMITS = ScanLimits(max_file_bytes=64 * 1024, max_total_bytes=16 * 1024 * 1024)
 

@@ -8,20 +8,20 @@ import shutil
 import pytest
 
 from kbtui.errors import KbtuiError, NotFound
-from kbtui.repository.git import NotAGitTopLevel
-from kbtui.repository.importer import (
+from kbtui.sources.git import NotAGitTopLevel
+from kbtui.sources.importer import (
     ImportFailed,
     ImportInProgress,
     _exclusive_import,
     import_repository,
     register_repository,
 )
-from kbtui.repository.scan import ScanLimits
+from kbtui.sources.scan import ScanLimits
 from store import repositories
 from store.catalog import set_status
 from store.models import Chunk, Document, Status, StatusHistory
 from store.repositories import RepositoryAlreadyRegistered
-from tests.repository.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
+from tests.sources.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
 
 def rows() -> dict[str, Document]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from kbtui.errors import KbtuiError
 from kbtui.printable import printable
-from kbtui.repository.git import verify_top_level
-from kbtui.repository.rules import SkipReason
-from kbtui.repository.scan import (
+from kbtui.sources.git import verify_top_level
+from kbtui.sources.rules import SkipReason
+from kbtui.sources.scan import (
     AcceptedFile,
     BeforeOpen,
     RepositoryScan,

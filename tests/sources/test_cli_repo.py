@@ -109,7 +109,7 @@ def everything_at_debug(monkeypatch, caplog):
 
 
 def test_no_path_or_text_of_a_repository_reaches_a_log(run_cli, home, tmp_path, everything_at_debug):
-    from tests.repository.conftest import GitTree
+    from tests.sources.conftest import GitTree
 
     tree = GitTree(tmp_path / f"{CANARY}-repo")
     tree.write(f"{CANARY}/notes-{CANARY}.md", f"# {CANARY}\n\nbody {CANARY}\n")

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbtui.extract import format_for
-from kbtui.repository.git import (
+from kbtui.sources.git import (
     NotAGitTopLevel,
     count_ignored_entries,
     list_candidate_paths,
     verify_top_level,
 )
-from kbtui.repository.paths import normalise_source_path
-from kbtui.repository.rules import VIRTUALENV_MARKER, SkipReason, path_skip_reason
+from kbtui.sources.paths import normalise_source_path
+from kbtui.sources.rules import VIRTUALENV_MARKER, SkipReason, path_skip_reason
 from store.files import SourceFile, SourceRefused, open_source
 
 log = logging.getLogger(__name__)
