@@ -579,7 +579,10 @@ class Node:
     @_connected
     def resolve_repository(self, reference: str) -> SourceRow:
         """A Git source by id, unique id prefix or name."""
-        row = self.resolve_source(reference)
+        try:
+            row = self.resolve_source(reference)
+        except NotFound:
+            raise NotFound("no such repository") from None
         if row.source.kind != "git":
             raise NotFound("no such repository")
         return row

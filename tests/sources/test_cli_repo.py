@@ -126,7 +126,7 @@ def test_no_path_or_text_of_a_repository_reaches_a_log(run_cli, home, tmp_path, 
     assert run_cli("repo", "rm", f"name-{CANARY}", "--purge").code == 0
 
     log_text = (home / "logs" / "kbtui.log").read_text()
-    assert "import completed" in log_text  # the log was really written, with counts
+    assert "scan completed" in log_text  # the log was really written, with counts
     assert CANARY not in log_text
     assert CANARY not in everything_at_debug.text
     assert all(CANARY not in str(r.args) for r in everything_at_debug.records)

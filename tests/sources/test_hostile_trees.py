@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from kbtui.sources.scan import RepositoryScan
+from kbtui.sources.scan import SourceScan as RepositoryScan
 from store.files import SourceFile
 from store.models import Chunk, Document
 from tests.sources.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
