@@ -46,6 +46,7 @@ from kbtui.reads import (
 )
 from kbtui.sources.repositories import import_repository, register_repository
 from kbtui.sources.scan import ScanLimits
+from kbtui.sources.watch import SourceWatcher
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
@@ -219,15 +220,23 @@ class Node:
 
     # ------------------------------------------------------------ the pipeline
 
-    def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
-        """A (not yet started) actor pipeline for this node."""
+    def pipeline(self, *, listeners: Sequence[ActorRef] = (), watch: bool = False) -> Runtime:
+        """A (not yet started) actor pipeline for this node; with ``watch`` (a
+        long-running node: ``kbtui serve``, the TUI) it also keeps the
+        sources in sync (``source_watch`` in the config can turn that off)."""
         context = PipelineContext(
             store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse, vector_index=self.vectors
         )
         warmers = {}
         if self.searcher.reranker is not None:
             warmers[RERANKER_TARGET] = reranker_warmer(self.searcher.reranker)
-        self._runtime = Runtime(context, listeners=listeners, warmers=warmers)
+        companions = []
+        if watch and self.config.source_watch != "off":
+            companions.append(SourceWatcher(
+                self.store, limits=self.source_scan_limits(), purge=self.purge, mode=self.config.source_watch,
+                poll_interval_s=self.config.source_poll_interval_s, quiet_ms=self.config.source_watch_quiet_ms,
+            ))
+        self._runtime = Runtime(context, listeners=listeners, warmers=warmers, companions=companions)
         return self._runtime
 
     def _request_warm(self, target: str) -> None:

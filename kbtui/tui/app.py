@@ -167,7 +167,7 @@ class KbtuiApp(App[int]):
             self.post_message(NodeModeDecided("viewer"))
             return
         bridge = TuiBridge.start(self.post_message)
-        runtime = self.node.pipeline(listeners=[bridge])
+        runtime = self.node.pipeline(listeners=[bridge], watch=True)
         try:
             runtime.start()
         except NodeAlreadyRunning:
