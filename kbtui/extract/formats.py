@@ -136,14 +136,17 @@ class Detection:
 def looks_binary(head: bytes) -> bool:
     """Whether a file's first bytes (:data:`SNIFF_BYTES` of them) are not text.
 
-    NUL bytes outside UTF-16/32 text say binary; so does a sample in which
+    NUL bytes outside UTF-16/32 text (more than the odd stray one) say
+    binary; so does a sample in which
     more than a tenth are control bytes, or - when it is not UTF-8 - in which
     almost a third would not decode. Legacy single-byte text (Latin-1,
     cp1252) has neither and stays text.
     """
     if not head or head.startswith(_UNICODE_BOMS):
         return False
-    if b"\x00" in head:
+    nuls = head.count(b"\x00")
+    if nuls > 1 and nuls * 1000 > len(head):
+        # More than one NUL in a thousand bytes; a stray one in text is stripped at extraction.
         return True
     if sum(head.count(byte) for byte in _CONTROL_BYTES) > _MAX_CONTROL_SHARE * len(head):
         return True

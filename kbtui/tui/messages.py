@@ -19,7 +19,7 @@ from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
 from kbtui.reads import CatalogSnapshot
-from kbtui.sources.importer import ImportReport
+from kbtui.sources.sync import SyncReport
 from kbtui.retrieval.search import Hit, SearchResponse
 
 
@@ -100,7 +100,7 @@ class ImportProgressed(Message):
 class ImportFinished(Message):
     """A repository import ended (``report`` is None when it never started)."""
 
-    report: ImportReport | None
+    report: SyncReport | None
     problem: str | None = None
 
 

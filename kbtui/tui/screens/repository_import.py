@@ -20,9 +20,9 @@ from textual.worker import Worker, WorkerState
 
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import OPERATOR_ERRORS, InvalidCollection
-from kbtui.node import Node, RepositoryRow
+from kbtui.node import Node, SourceRow as RepositoryRow
 from kbtui.printable import printable
-from kbtui.sources.importer import ImportFailed, ImportReport
+from kbtui.sources.sync import SyncFailed as ImportFailed, SyncReport as ImportReport
 from kbtui.tui.messages import DocumentsChanged, ImportFinished, ImportProgressed
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size
