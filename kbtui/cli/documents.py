@@ -16,7 +16,9 @@ from kbtui.cli.sources import (
     preview,
     print_scan,
     report_troubles,
+    storage_failure,
 )
+from kbtui.sources.sync import SyncFailed
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
@@ -67,12 +69,16 @@ def add(
                 click.echo(f"kbtui: {printable(target.shown)}: not added, {explain_skip(reason)}", err=True)
                 refused += 1
                 continue
-        with progress_bar(disable=as_json) as progress:
-            task = progress.add_task("scanning", total=None)
-            synced = node.add_source(
-                target.path, collection_id, name=name, include_sensitive=include_sensitive,
-                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
-            )
+        try:
+            with progress_bar(disable=as_json) as progress:
+                task = progress.add_task("scanning", total=None)
+                synced = node.add_source(
+                    target.path, collection_id, name=name, include_sensitive=include_sensitive,
+                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                )
+        except SyncFailed as failure:
+            storage_failure(failure)
+            raise
         outcomes.append((target, synced))
         refused += report_troubles(synced.report, target)
     ids = list(dict.fromkeys(d for _, synced in outcomes for d in synced.report.pending_document_ids))

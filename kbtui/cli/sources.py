@@ -21,6 +21,7 @@ from kbtui.printable import human_size, printable
 from kbtui.reads import Status
 from kbtui.sources.rules import SkipReason, path_skip_reason
 from kbtui.sources.sync import OUTCOMES, SyncFailed, SyncReport, inspect_path
+from store.errors import storage_problem
 
 # Skips that mean a file could not be read as it should: each is named on
 # stderr and makes the command exit 1. Every other skip is a rule working.
@@ -91,6 +92,13 @@ def check_source_paths(paths: Sequence[str], *, include_sensitive: bool) -> list
                 raise KbtuiError(f"argument {position}: not added, {explain_skip(reason)}")
         targets.append(SourceTarget(path, raw, spec.kind))
     return targets
+
+
+def storage_failure(failure: SyncFailed) -> None:
+    """A scan that stopped because the data directory is full (or locked) says so, as every command does."""
+    problem = storage_problem(failure.__cause__) if failure.__cause__ is not None else None
+    if problem is not None:
+        raise problem from None
 
 
 def report_troubles(report: SyncReport, target: SourceTarget | None) -> int:
@@ -296,6 +304,7 @@ def sync_command(
                     on_progress=lambda done, total: progress.update(task, completed=done, total=total),
                 )
         except SyncFailed as failure:
+            storage_failure(failure)
             report = failure.report
             failures.append(failure.message)
         except KbtuiError as problem:

@@ -105,8 +105,9 @@ def _read(data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
     found = FORMAT_BY_NAME.get(fmt)
     if found is None:
         raise ExtractionFailed(EXTRACT_UNSUPPORTED)
-    if (found.reads == "text" or found.name == "html") and looks_binary(data[:SNIFF_BYTES]):
-        # Uploads and added paths reach here unsniffed: content decides, not the name.
+    if (found.reads == "text" or found.name == "html") and looks_binary(data[:SNIFF_BYTES], strict=False):
+        # Uploads reach here unsniffed: content decides, not the name. A scan
+        # already refused any NUL; here a stray one is stripped, not fatal.
         raise ExtractionFailed(BINARY_CONTENT)
     read = found.load_reader()
     if found.reads == "bytes":

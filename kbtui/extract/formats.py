@@ -121,6 +121,7 @@ _CONTAINER_FORMATS = frozenset({"pdf", "docx"})
 _UNICODE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # C0 controls that text does not use (tab, newlines, form feed, escape and backspace are fine).
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
+_MAX_NUL_SHARE = 0.10  # of the sample
 _MAX_CONTROL_SHARE = 0.10  # of the sample
 _MAX_INVALID_SHARE = 0.30  # of the characters, when the sample is not UTF-8
 
@@ -133,29 +134,33 @@ class Detection:
     reason: str | None = None
 
 
-def looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes, *, strict: bool = True) -> bool:
     """Whether a file's first bytes (:data:`SNIFF_BYTES` of them) are not text.
 
-    NUL bytes outside UTF-16/32 text (more than the odd stray one) say
-    binary; so does a sample in which
-    more than a tenth are control bytes, or - when it is not UTF-8 - in which
-    almost a third would not decode. Legacy single-byte text (Latin-1,
-    cp1252) has neither and stays text.
+    Outside UTF-16/32 text a NUL byte says binary, as git judges it
+    (``strict``); not ``strict``, only NULs making up more than a tenth of
+    the sample do (executables and databases are mostly NULs; a stray NUL
+    in text is stripped at extraction). A sample of which more than a
+    tenth are control bytes is binary too, and so - when it is not UTF-8 -
+    is one of which almost a third would not decode (compressed data,
+    images). Legacy single-byte text (Latin-1, cp1252) has neither.
     """
     if not head or head.startswith(_UNICODE_BOMS):
         return False
     nuls = head.count(b"\x00")
-    if nuls > 1 and nuls * 1000 > len(head):
-        # More than one NUL in a thousand bytes; a stray one in text is stripped at extraction.
+    if nuls > (0 if strict else _MAX_NUL_SHARE * len(head)):
         return True
-    if sum(head.count(byte) for byte in _CONTROL_BYTES) > _MAX_CONTROL_SHARE * len(head):
+    sample = head.replace(b"\x00", b"") if nuls else head
+    if not sample:
+        return True
+    if sum(sample.count(byte) for byte in _CONTROL_BYTES) > _MAX_CONTROL_SHARE * len(sample):
         return True
     try:
         # final=False: a character cut at the end of the sample is not an error.
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        codecs.getincrementaldecoder("utf-8")().decode(sample, final=False)
         return False
     except UnicodeDecodeError:
-        decoded = head.decode("utf-8", errors="replace")
+        decoded = sample.decode("utf-8", errors="replace")
         return decoded.count("\ufffd") > _MAX_INVALID_SHARE * len(decoded)
 
 

@@ -482,7 +482,8 @@ class _Sync:
                 self.report.record(path, "removed", document.size_bytes, document_id=document.document_id)
 
     def _failed(self, exc: Exception, consequence: str = "nothing was removed") -> SyncFailed:
-        log.error("source %s scan stopped part-way: %s", self.source.id or "-", type(exc).__name__)
+        # The caller hears of it (SyncFailed); the log keeps the kind of error for the operator.
+        log.info("source %s scan stopped part-way: %s", self.source.id or "-", type(exc).__name__)
         return SyncFailed(f"the scan stopped part-way ({type(exc).__name__}); {consequence}", self._finish("failed"))
 
     def _record(self, status: str, report: SyncReport | None = None, head: str | None = None) -> None:

@@ -63,7 +63,9 @@ STATEMENTS = [
                r.name, r.root_path, r.root_digest, r.created_at, r.last_import_at, r.last_import_status
         FROM repository r
     """,
-    "ALTER TABLE document ADD COLUMN source_id TEXT REFERENCES source(id) ON DELETE SET NULL",
+    # No foreign key: store.sources removes a source only after purging or
+    # releasing its documents (and the column stays droppable).
+    "ALTER TABLE document ADD COLUMN source_id TEXT",
     """
     UPDATE document SET source_id = (
         SELECT rd.repository_id FROM repository_document rd
