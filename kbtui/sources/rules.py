@@ -45,6 +45,7 @@ SENSITIVE_DIRECTORIES = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", 
 SENSITIVE_NAMES = frozenset({
     ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".htpasswd", ".git-credentials",
     "credentials", "credentials.json", "authorized_keys", "known_hosts", "secrets.yaml", "secrets.yml",
+    "shadow", "shadow-", "gshadow", "gshadow-", "master.passwd",
 })
 SENSITIVE_SUFFIXES = frozenset({
     ".pem", ".key", ".p12", ".pfx", ".crt", ".cer", ".der", ".csr", ".jks", ".keystore",

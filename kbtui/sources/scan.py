@@ -374,7 +374,7 @@ class SourceScan:
     # ------------------------------------------------------------ iterating
 
     def __enter__(self) -> SourceScan:
-        return self.open()
+        return self if self._root_fd is not None else self.open()
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
