@@ -86,20 +86,21 @@ class SearchFinished(Message):
 
 
 @dataclass
-class ImportProgressed(Message):
-    """The repository scan moved on (``done`` of ``total`` files listed)."""
+class ScanProgressed(Message):
+    """A source scan moved on (``done`` of ``total`` files listed)."""
 
     done: int
     total: int
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ImportProgressed)
+        return isinstance(message, ScanProgressed)
 
 
 @dataclass
-class ImportFinished(Message):
-    """A repository import ended (``report`` is None when it never started)."""
+class ScanFinished(Message):
+    """A source scan ended (``report`` is None when it never started: ``problem`` says why)."""
 
+    name: str
     report: SyncReport | None
     problem: str | None = None
 
