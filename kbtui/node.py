@@ -25,11 +25,11 @@ from pykka import ActorRef
 from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.stage import PipelineContext
 from actors.status_writer import published_admission, read_node_status
-from kbtui.collect import AddReport, CollectedFiles, RefusedFile, add_files
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import OPERATOR_ERRORS, NotFound
+from kbtui.errors import OPERATOR_ERRORS, KbtuiError, NotFound
+from kbtui.extract import SNIFF_BYTES, detect_format
 from kbtui.follow import FollowResult, follow_documents
 from kbtui.reads import (
     CatalogSnapshot,
@@ -298,26 +298,20 @@ class Node:
     # ------------------------------------------------------------ adding
 
     @_connected
-    def add_files(
-        self,
-        collected: CollectedFiles,
-        collection_id: str,
-        *,
-        on_refused: Callable[[RefusedFile], None] | None = None,
-    ) -> AddReport:
-        """Store the files an ``add`` listed (:func:`kbtui.collect.collect_files`,
-        which a face calls first so a bad argument stops everything before the
-        data directory is touched) as Pending documents of ``collection_id``
-        (encrypted); nothing is indexed yet.
-
-        Each file is on its own: one that cannot be stored is refused with a
-        fixed reason (``on_refused`` hears of it at once) and the rest carry
-        on. The same bytes already in the collection are the same document.
-        """
-        return add_files(
-            self.store, collection_id, collected.files, max_bytes=self.config.max_document_bytes,
-            on_refused=on_refused, skipped_symlinks=collected.skipped_symlinks,
-        )
+    def add_upload(self, data: bytes, collection_id: str, *, display_name: str) -> catalog.AddOutcome:
+        """Store bytes that came without a path (stdin, a one-off upload) as a
+        Pending document of ``collection_id``; the same bytes already there are
+        that document (content de-duplication, as before sources). Content
+        decides the format: bytes that are not text (and no PDF or DOCX by
+        name) are refused with a content-free reason."""
+        if len(data) > self.config.max_document_bytes:
+            raise KbtuiError("the upload is larger than max_document_bytes")
+        if not data:
+            raise KbtuiError("the upload is empty")
+        detected = detect_format(display_name, data[:SNIFF_BYTES])
+        if detected.format is None:
+            raise KbtuiError(f"the upload is not added: {detected.reason}")
+        return catalog.add_upload(self.store, collection_id, data, display_name=display_name, fmt=detected.format)
 
     @_connected
     def add_at_path(

@@ -5,6 +5,8 @@ Every write here is one ``BEGIN IMMEDIATE`` transaction (the database default).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
 import time
 import uuid
@@ -97,6 +99,30 @@ def add_document(
             if existing is None:
                 raise
     store.blobs.delete(document_id)
+    return _readd_existing(existing)
+
+
+def add_upload(
+    store: Store, collection_id: str, data: bytes, *, display_name: str, fmt: str
+) -> AddOutcome:
+    """Store bytes that came without a path (stdin, a one-off upload) as a Pending document.
+
+    Content decides identity here: the same bytes already uploaded to the
+    collection are that document (a Failed one is queued again).
+    """
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = _upload_with_hash(collection_id, content_hash)
+    if existing is None:
+        try:
+            document_id = create_document(
+                store, collection_id, io.BytesIO(data), content_hash=content_hash, display_name=display_name, fmt=fmt,
+            )
+            return AddOutcome(document_id, True, Status.PENDING.value)
+        except IntegrityError:
+            # Another process uploaded the same bytes between our check and insert.
+            existing = _upload_with_hash(collection_id, content_hash)
+            if existing is None:
+                raise
     return _readd_existing(existing)
 
 

@@ -41,7 +41,8 @@ def add(
     ctx: click.Context, paths: tuple[str, ...], collection: str | None, name: str | None, include_sensitive: bool,
     dry_run: bool, list_files: bool, no_wait: bool, as_json: bool,
 ) -> int:
-    """Add folders, files or Git repositories as sources, and index them.
+    """Add folders, files or Git repositories as sources, and index them
+    (``-`` adds standard input, de-duplicated by content).
 
     Each path becomes a source of the collection (or is found registered
     there) and is scanned: new files are added, edited ones updated in
@@ -52,6 +53,10 @@ def add(
     or Failed, unless --no-wait.
     """
     collection_id = canonical_collection_id(collection)
+    if "-" in paths:
+        if len(paths) > 1 or dry_run or include_sensitive:
+            raise KbtuiError("- (standard input) is added on its own, without --dry-run or --include-sensitive")
+        return _add_upload(ctx, collection_id, name or "stdin", no_wait=no_wait, as_json=as_json)
     if name is not None and len(paths) > 1:
         raise KbtuiError("--name names one source: give one path with it")
     targets = check_source_paths(paths, include_sensitive=include_sensitive)
@@ -103,6 +108,25 @@ def add(
             stdout.print(_outcome_line(len(ids), result))
     incomplete = any(not synced.report.completed for _, synced in outcomes)
     return 1 if refused or incomplete else _exit_code(result)
+
+
+def _add_upload(ctx: click.Context, collection_id: str, name: str, *, no_wait: bool, as_json: bool) -> int:
+    """``kbtui add -``: the bytes on standard input, de-duplicated by content (no path, no source)."""
+    limit = ctx.obj.max_document_bytes
+    data = click.get_binary_stream("stdin").read(limit + 1)
+    if len(data) > limit:
+        raise KbtuiError("standard input holds more than max_document_bytes")
+    node = open_node(ctx)
+    outcome = node.add_upload(data, collection_id, display_name=name)
+    ids = [outcome.document_id]
+    result = None if no_wait else node.index_and_follow(ids, show_progress=False if as_json else None)
+    rows = node.documents(document_ids=ids)
+    if as_json:
+        click.echo(json.dumps([{**document_json(row), "created": outcome.created} for row in rows], indent=2))
+    else:
+        _print_documents(rows)
+        stdout.print(("1 added" if outcome.created else "already present") + "; " + _outcome_line(1, result))
+    return _exit_code(result)
 
 
 def _outcome_line(queued: int, result: FollowResult | None) -> str:

@@ -299,3 +299,16 @@ def test_sources_lists_and_removes_with_its_documents(run_cli, tmp_path):
     assert removed.code == 0 and "2 document(s) purged" in removed.out
     assert [s["name"] for s in json.loads(run_cli("sources", "--json").out)] == ["restart.md"]
     assert json.loads(run_cli("search", "nightly", "-c", "ops", "--json").out)["hits"] == []
+
+
+def test_bytes_without_a_path_keep_content_de_duplication(home):
+    from tests.faults.processes import kbtui
+
+    first = kbtui(home, "add", "-", "--name", "note.txt", "--json", input="the bytes of a piped llamanote\n")
+    again = kbtui(home, "add", "-", "--name", "other.txt", "--json", input="the bytes of a piped llamanote\n")
+    assert first.returncode == 0 and again.returncode == 0, first.stderr + again.stderr
+    [created], [found] = json.loads(first.stdout), json.loads(again.stdout)
+    assert created["created"] is True and found["created"] is False
+    assert created["document_id"] == found["document_id"] and created["source_path"] is None
+    binary = kbtui(home, "add", "-", input="\x00\x01\x02" * 100)
+    assert binary.returncode == 2 and "binary_content" in binary.stderr
