@@ -113,6 +113,9 @@ class DocumentRef:
     collection_id: str
     format: str
     source_path: str | None
+    # The bytes the stages work on: a source updated in place meanwhile
+    # (another hash) makes their work stale, and they let the document go.
+    content_hash: str | None = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ class Extractor(StageActor):
             # node or process must not index the same document twice.
             publish(DocumentReleased(row.id, reason="not_pending"))
             return
-        document = DocumentRef(row.id, row.collection_id, row.format, row.source_path)
+        document = DocumentRef(row.id, row.collection_id, row.format, row.source_path, row.content_hash)
         self.transition(document, Status.EXTRACTING, 0.1)
         pause_point("extracting")
         elements = extract_stage(self.context.store, self.context.config, document)

@@ -7,9 +7,9 @@ import logging
 from actors.events import DocumentStatusChanged, IndexDocument
 from actors.faults import pause_point
 from actors.listener import publish
-from actors.stage import DocumentGone, StageActor
+from actors.stage import DocumentGone, DocumentSuperseded, StageActor
 from kbtui.extract import PARSER_VERSION
-from store.catalog import commit_index
+from store.catalog import Superseded, commit_index
 from store.models import Status
 
 log = logging.getLogger(__name__)
@@ -19,15 +19,19 @@ class Indexer(StageActor):
     def handle(self, message: IndexDocument) -> None:
         document = message.document
         pause_point("committing")
-        chunk_ids = commit_index(
-            document.document_id,
-            sections=message.chunked.sections,
-            chunks=message.chunked.chunks,
-            vectors=message.vectors,
-            identity=message.identity,
-            parser_version=PARSER_VERSION,
-            chunker_version=message.chunked.chunker_version,
-        )
+        try:
+            chunk_ids = commit_index(
+                document.document_id,
+                sections=message.chunked.sections,
+                chunks=message.chunked.chunks,
+                vectors=message.vectors,
+                identity=message.identity,
+                parser_version=PARSER_VERSION,
+                chunker_version=message.chunked.chunker_version,
+                content_hash=document.content_hash,
+            )
+        except Superseded:
+            raise DocumentSuperseded(document.document_id) from None
         if chunk_ids is None:
             raise DocumentGone(document.document_id)
         pause_point("committed")

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Protocol, cast
 
 import pykka
 
@@ -50,6 +50,14 @@ class NodeAlreadyRunning(KbtuiError):
     pass
 
 
+class Companion(Protocol):
+    """Something that runs beside the pipeline and feeds it Pending rows (the source watcher)."""
+
+    def start(self, wake: Callable[[], None]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class Runtime:
     """The running ingestion pipeline of one node."""
 
@@ -59,8 +67,11 @@ class Runtime:
         *,
         listeners: Sequence[pykka.ActorRef] = (),
         warmers: dict[str, Callable[[], None]] | None = None,
+        companions: Sequence[Companion] = (),
     ) -> None:
         self.context = context
+        self.companions = list(companions)
+        self._companions_started: list[Companion] = []
         self.warmers = {"embedder": self._warm_embedder, **(warmers or {})}
         self.config = context.config
         self.external_listeners = list(listeners)
@@ -84,6 +95,9 @@ class Runtime:
             if reset:
                 log.info("reset %d interrupted document(s) to Pending", reset)
             self._start_actors()
+            for companion in self.companions:
+                companion.start(self.sweep_now)
+                self._companions_started.append(companion)
         except BaseException:
             self.stop(drain_timeout_s=0)
             raise
@@ -136,6 +150,9 @@ class Runtime:
     def stop(self, *, drain_timeout_s: float | None = None) -> None:
         """Stop admitting, drain in-flight documents up to the deadline, stop actors."""
         timeout = self.config.shutdown_drain_timeout_s if drain_timeout_s is None else drain_timeout_s
+        # Companions first: nothing new is written while the pipeline drains.
+        while self._companions_started:
+            self._companions_started.pop().stop()
         self._ticker_stop.set()
         if self.admission is not None and self.admission.is_alive():
             try:
@@ -183,6 +200,14 @@ class Runtime:
     def admit(self, document_id: str) -> AdmitResult:
         """Offer a Pending document to the pipeline (never blocks on a full queue)."""
         return cast(AdmitResult, _started(self.admission).ask(Admit(document_id), timeout=10))
+
+    def sweep_now(self) -> None:
+        """Have admission look for Pending rows now (a tell: never waits)."""
+        if self.admission is not None:
+            try:
+                self.admission.tell(SweepPending())
+            except pykka.ActorDeadError:
+                pass
 
     def state(self) -> AdmissionState:
         return cast(AdmissionState, _started(self.admission).ask(GetAdmissionState(), timeout=10))

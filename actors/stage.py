@@ -24,7 +24,7 @@ from store import Store
 from store.ann import VectorIndexes
 from store.catalog import set_status
 from store.errors import is_disk_full
-from store.models import Status
+from store.models import Document, Status
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,11 @@ class PipelineContext:
 
 class DocumentGone(Exception):
     """The document was deleted while it was in the pipeline."""
+
+
+class DocumentSuperseded(DocumentGone):
+    """The document's source was updated in place while it was in the pipeline:
+    this version is gone; the new one is Pending and will be admitted again."""
 
 
 class ShuttingDown(Exception):
@@ -76,7 +81,9 @@ class StageActor(pykka.ThreadingActor):
         return None
 
     def _settle(self, message: Any, document_id: str, exc: Exception) -> None:
-        if isinstance(exc, DocumentGone):
+        if isinstance(exc, DocumentSuperseded):
+            publish(DocumentReleased(document_id, reason="superseded"))
+        elif isinstance(exc, DocumentGone):
             publish(DocumentReleased(document_id, reason="deleted"))
         elif isinstance(exc, StageFailed):
             self.fail(message, exc.reason)
@@ -96,8 +103,10 @@ class StageActor(pykka.ThreadingActor):
         """Record and announce a status change; raise DocumentGone if it was deleted."""
         if self.context.stopping.is_set():
             raise ShuttingDown()
-        if not set_status(document.document_id, status, reason=reason, progress=progress):
-            raise DocumentGone(document.document_id)
+        if not set_status(
+            document.document_id, status, reason=reason, progress=progress, content_hash=document.content_hash
+        ):
+            raise _gone_or_superseded(document.document_id)
         publish(DocumentStatusChanged(document.document_id, document.collection_id, status.value, progress, reason))
 
     def fail(self, message: Any, reason: str) -> None:
@@ -107,11 +116,19 @@ class StageActor(pykka.ThreadingActor):
             return
         document = getattr(message, "document", None)
         collection_id = document.collection_id if document is not None else _collection_of(document_id)
-        log.info("document %s failed: %s", document_id, reason)
-        if set_status(document_id, Status.FAILED, reason=reason):
+        content_hash = document.content_hash if document is not None else None
+        if set_status(document_id, Status.FAILED, reason=reason, content_hash=content_hash):
+            log.info("document %s failed: %s", document_id, reason)
             publish(DocumentStatusChanged(document_id, collection_id, Status.FAILED.value, 0.0, reason))
         else:
+            # Deleted, or updated in place: the failure was the old bytes'.
             publish(DocumentReleased(document_id, reason="deleted"))
+
+
+def _gone_or_superseded(document_id: str) -> DocumentGone:
+    if Document.get_or_none(Document.id == document_id) is not None:
+        return DocumentSuperseded(document_id)
+    return DocumentGone(document_id)
 
 
 def _document_id_of(message: Any) -> str | None:

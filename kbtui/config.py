@@ -19,6 +19,8 @@ from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
+# auto: file events where the filesystem delivers them, else a periodic scan.
+SOURCE_WATCH_MODES = ("auto", "polling", "off")
 
 
 def kbtui_home() -> Path:
@@ -57,9 +59,16 @@ class Config:
     embedding_cache_max_entries: int = setting(20_000, minimum=0, maximum=100_000_000)
     embedding_cache_max_bytes: int = setting(64 * 1024 * 1024, minimum=0, maximum=TIB)
     max_document_bytes: int = setting(256 * 1024 * 1024, minimum=1, maximum=TIB)
-    # Repository imports: a larger file is skipped; a scan stops once its files total more.
+    # Source scans (folders, files, repositories): a larger file is skipped; a
+    # scan stops once its files total more. The names are from when only
+    # repositories were scanned.
     repository_max_file_bytes: int = setting(16 * 1024 * 1024, minimum=1, maximum=TIB)
     repository_max_total_bytes: int = setting(GIB, minimum=1, maximum=1024 * TIB)
+    # How a running node keeps its sources in sync, how often it scans those it
+    # cannot watch, and how long a burst of saves may stay quiet before a rescan.
+    source_watch: str = setting("auto", choices=SOURCE_WATCH_MODES)
+    source_poll_interval_s: float = setting(60.0, minimum=0.1, maximum=DAY_S)
+    source_watch_quiet_ms: int = setting(200, minimum=10, maximum=60_000)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
     extraction: ExtractionLimits = field(default_factory=ExtractionLimits)
     # Ingestion pipeline (actors). Zero capacity or zero in flight would admit nothing: add would hang.

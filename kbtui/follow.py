@@ -62,8 +62,12 @@ def follow_documents(
     on_poll: Callable[[], None] | None = None,
 ) -> FollowResult:
     """Wait until every document is Indexed or Failed (or nothing moves for
-    ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr."""
-    ids = list(document_ids)
+    ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr.
+
+    Each document counts once, however often its id is given (two identical
+    files, ``reindex X X``): a repeated id would otherwise wait for a row
+    that can never be counted twice, until the stall timeout."""
+    ids = list(dict.fromkeys(document_ids))
     show = sys.stderr.isatty() if show_progress is None else show_progress
     # Reading the statuses of a large batch costs: look less often, up to once a second.
     poll_s = min(max(poll_s, len(ids) / 10_000), 1.0)

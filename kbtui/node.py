@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +25,11 @@ from pykka import ActorRef
 from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.stage import PipelineContext
 from actors.status_writer import published_admission, read_node_status
-from kbtui.collect import AddReport, CollectedFiles, RefusedFile, add_files
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import OPERATOR_ERRORS, NotFound
+from kbtui.errors import OPERATOR_ERRORS, KbtuiError, NotFound
+from kbtui.extract import SNIFF_BYTES, detect_format
 from kbtui.follow import FollowResult, follow_documents
 from kbtui.reads import (
     CatalogSnapshot,
@@ -43,8 +44,10 @@ from kbtui.reads import (
     read_neighbours,
     status_counts,
 )
-from kbtui.repository.importer import ImportReport, import_repository, register_repository
-from kbtui.repository.scan import ScanLimits
+from kbtui.sources.repositories import import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
+from kbtui.sources.watch import SourceWatcher
+from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
     RERANKER_TARGET,
@@ -52,7 +55,8 @@ from kbtui.retrieval.search import (
     SearchResponse,
     SearchService,
 )
-from store import Store, catalog, open_store, repositories
+from store import Store, catalog, open_store
+from store import sources as source_catalog
 from store.ann import VectorIndexes
 from store.chunks import ChunkRecord
 from store.datadir import can_write
@@ -60,7 +64,7 @@ from store.db import thread_connection
 from store.doctor import PROBLEM, Examination, examination_json, examine
 from store.models import Document, Status
 from store.node_lock import node_running
-from store.repositories import RegisteredRepository
+from store.sources import RegisteredSource
 from store.vectors import committed_vectors
 
 log = logging.getLogger(__name__)
@@ -100,9 +104,68 @@ class NodeStatus:
 
 
 @dataclass(frozen=True)
-class RepositoryRow:
-    repository: RegisteredRepository
-    document_count: int
+class SourceRow:
+    """A registered source, its documents by status, and how it is kept in sync."""
+
+    source: RegisteredSource
+    counts: dict[str, int]
+    node_running: bool  # whether some node runs for the data directory (and so watches)
+
+    @property
+    def document_count(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def watch(self) -> str:
+        """``off`` (by the operator), ``events`` or ``polling`` (how the running node
+        watches it), or ``idle`` (watching on, but no node is running or it was never scanned)."""
+        if not self.source.watching:
+            return "off"
+        if self.node_running and self.source.watch_state:
+            return self.source.watch_state
+        return "idle"
+
+
+@dataclass(frozen=True)
+class SourceSync:
+    """A source as it stands after :meth:`Node.add_source`, and what its scan did."""
+
+    row: SourceRow
+    report: SyncReport
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str  # printable
+    outcome: str  # added | updated | renamed | removed | skipped
+    reason: str | None
+    bytes: int
+    previous_path: str | None
+
+
+@dataclass(frozen=True)
+class SourceChanges:
+    """The last scan of a source, as kept with it: counts and the files that changed or were skipped."""
+
+    status: str
+    finished_at: float
+    counts: dict[str, int]
+    skipped: dict[str, int]
+    files: tuple[ChangedFile, ...]
+
+    @classmethod
+    def from_json(cls, text: str) -> SourceChanges:
+        data = json.loads(text)
+        return cls(
+            status=data["status"],
+            finished_at=data.get("finished_at", 0.0),
+            counts={name: data[name]["count"] for name in OUTCOMES},
+            skipped={reason: tally["count"] for reason, tally in data["skipped"].items()},
+            files=tuple(
+                ChangedFile(f["path"], f["outcome"], f["reason"], f["bytes"], f.get("previous_path"))
+                for f in data["files"]
+            ),
+        )
 
 
 @dataclass
@@ -157,15 +220,23 @@ class Node:
 
     # ------------------------------------------------------------ the pipeline
 
-    def pipeline(self, *, listeners: Sequence[ActorRef] = ()) -> Runtime:
-        """A (not yet started) actor pipeline for this node."""
+    def pipeline(self, *, listeners: Sequence[ActorRef] = (), watch: bool = False) -> Runtime:
+        """A (not yet started) actor pipeline for this node; with ``watch`` (a
+        long-running node: ``kbtui serve``, the TUI) it also keeps the
+        sources in sync (``source_watch`` in the config can turn that off)."""
         context = PipelineContext(
             store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse, vector_index=self.vectors
         )
         warmers = {}
         if self.searcher.reranker is not None:
             warmers[RERANKER_TARGET] = reranker_warmer(self.searcher.reranker)
-        self._runtime = Runtime(context, listeners=listeners, warmers=warmers)
+        companions = []
+        if watch and self.config.source_watch != "off":
+            companions.append(SourceWatcher(
+                self.store, limits=self.source_scan_limits(), purge=self.purge, mode=self.config.source_watch,
+                poll_interval_s=self.config.source_poll_interval_s, quiet_ms=self.config.source_watch_quiet_ms,
+            ))
+        self._runtime = Runtime(context, listeners=listeners, warmers=warmers, companions=companions)
         return self._runtime
 
     def _request_warm(self, target: str) -> None:
@@ -227,26 +298,20 @@ class Node:
     # ------------------------------------------------------------ adding
 
     @_connected
-    def add_files(
-        self,
-        collected: CollectedFiles,
-        collection_id: str,
-        *,
-        on_refused: Callable[[RefusedFile], None] | None = None,
-    ) -> AddReport:
-        """Store the files an ``add`` listed (:func:`kbtui.collect.collect_files`,
-        which a face calls first so a bad argument stops everything before the
-        data directory is touched) as Pending documents of ``collection_id``
-        (encrypted); nothing is indexed yet.
-
-        Each file is on its own: one that cannot be stored is refused with a
-        fixed reason (``on_refused`` hears of it at once) and the rest carry
-        on. The same bytes already in the collection are the same document.
-        """
-        return add_files(
-            self.store, collection_id, collected.files, max_bytes=self.config.max_document_bytes,
-            on_refused=on_refused, skipped_symlinks=collected.skipped_symlinks,
-        )
+    def add_upload(self, data: bytes, collection_id: str, *, display_name: str) -> catalog.AddOutcome:
+        """Store bytes that came without a path (stdin, a one-off upload) as a
+        Pending document of ``collection_id``; the same bytes already there are
+        that document (content de-duplication, as before sources). Content
+        decides the format: bytes that are not text (and no PDF or DOCX by
+        name) are refused with a content-free reason."""
+        if len(data) > self.config.max_document_bytes:
+            raise KbtuiError("the upload is larger than max_document_bytes")
+        if not data:
+            raise KbtuiError("the upload is empty")
+        detected = detect_format(display_name, data[:SNIFF_BYTES])
+        if detected.format is None:
+            raise KbtuiError(f"the upload is not added: {detected.reason}")
+        return catalog.add_upload(self.store, collection_id, data, display_name=display_name, fmt=detected.format)
 
     @_connected
     def add_at_path(
@@ -416,51 +481,154 @@ class Node:
             )
         )
 
-    # ------------------------------------------------------------ repositories
+    # ------------------------------------------------------------ sources
+
+    def source_scan_limits(self) -> ScanLimits:
+        """The configured per-file and aggregate byte limits of a source scan."""
+        return scan_limits(self.config)
 
     @_connected
-    def register_repository(self, path: Path, name: str | None = None) -> RegisteredRepository:
-        """Register ``path``, the top level of a Git working tree, for imports."""
-        return register_repository(self.store, path, name)
+    def add_source(
+        self,
+        path: Path,
+        collection_id: str,
+        *,
+        name: str | None = None,
+        include_sensitive: bool = False,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> SourceSync:
+        """Register ``path`` (a folder, a file, or a Git working tree's top level)
+        as a source of ``collection_id`` - or find it registered there - and scan
+        it. Writes Pending rows only; :meth:`index_and_follow` or a running
+        node indexes them. ``include_sensitive`` is the only way sensitive
+        files (keys, ``.env``, ...) get in, and it stays with the source."""
+        spec = inspect_path(path, home=self.config.home)
+        source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+        if source is None:
+            source = register_source(self.store, spec, collection_id, name=name, include_sensitive=include_sensitive)
+        elif include_sensitive and not source.include_sensitive:
+            source_catalog.set_include_sensitive(source.id, True)
+        report = self.sync_source(source.id, on_progress=on_progress)
+        return SourceSync(self._source_row(source_catalog.get_source(self.store, source.id)), report)
+
+    def preview_source(
+        self, path: Path, collection_id: str, *, include_sensitive: bool = False,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> SyncReport:
+        """What :meth:`add_source` would do, without writing anything (``--dry-run``)."""
+        spec = inspect_path(path, home=self.config.home)
+        with thread_connection():
+            source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+            if source is not None:
+                return self.sync_source(source.id, dry_run=True, on_progress=on_progress)
+        return preview_path(
+            spec, collection_id, self.source_scan_limits(), home=self.config.home,
+            include_sensitive=include_sensitive, on_progress=on_progress,
+        )
 
     @_connected
-    def repositories(self) -> list[RepositoryRow]:
+    def sources(self, collection_id: str | None = None) -> list[SourceRow]:
+        """Registered sources with their documents by status (oldest first)."""
+        running = self.pipeline_running()
+        counts = source_catalog.document_counts()
         return [
-            RepositoryRow(r, repositories.document_count(r.id)) for r in repositories.list_repositories(self.store)
+            SourceRow(s, counts.get(s.id, {}), running) for s in source_catalog.list_sources(self.store, collection_id)
         ]
 
     @_connected
-    def resolve_repository(self, reference: str) -> RepositoryRow:
-        """A registration by id, unique id prefix or name."""
-        registered = repositories.resolve_repository(self.store, reference)
-        return RepositoryRow(registered, repositories.document_count(registered.id))
+    def resolve_source(self, reference: str, collection_id: str | None = None) -> SourceRow:
+        """A source by id, unique id prefix or name (``collection_id`` narrows a name)."""
+        return self._source_row(source_catalog.resolve_source(self.store, reference, collection_id))
+
+    def _source_row(self, source: RegisteredSource) -> SourceRow:
+        return SourceRow(source, source_catalog.document_counts(source.id).get(source.id, {}), self.pipeline_running())
+
+    @_connected
+    def sync_source(
+        self, source_id: str, *, dry_run: bool = False, on_progress: Callable[[int, int], object] | None = None
+    ) -> SyncReport:
+        """Rescan a source: add, update in place, rename, leave, and (after a
+        completed scan) purge. Writes Pending rows only (nothing with ``dry_run``)."""
+        return sync_source(
+            self.store, source_id, self.source_scan_limits(), purge=self.purge, dry_run=dry_run,
+            on_progress=on_progress,
+        )
+
+    @_connected
+    def remove_source(self, source_id: str, *, purge: bool = True) -> int:
+        """Forget a source; with ``purge`` (the default) also delete its documents
+        (else they stay as documents of no source). Returns how many were purged."""
+        return source_catalog.unregister_source(self.store, source_id, purge=self.purge if purge else None)
+
+    @_connected
+    def set_source_watching(self, source_id: str, watching: bool) -> SourceRow:
+        """Turn watching a source on or off (a running node follows within seconds)."""
+        source_catalog.set_watching(source_id, watching)
+        return self._source_row(source_catalog.get_source(self.store, source_id))
+
+    @_connected
+    def source_changes(self, source_id: str) -> SourceChanges | None:
+        """What the source's last scan added, updated, renamed, removed and skipped (with reasons)."""
+        text = source_catalog.last_scan_report(self.store, source_id)
+        return None if text is None else SourceChanges.from_json(text)
+
+    # ------------------------------------------------------------ Git repositories (the older words for Git sources)
+
+    @_connected
+    def register_repository(self, path: Path, name: str | None = None) -> RegisteredSource:
+        """Register ``path``, the top level of a Git working tree, for imports (not scanned yet)."""
+        return register_repository(self.store, path, name)
+
+    @_connected
+    def repositories(self) -> list[SourceRow]:
+        return [row for row in self.sources() if row.source.kind == "git"]
+
+    @_connected
+    def resolve_repository(self, reference: str) -> SourceRow:
+        """A Git source by id, unique id prefix or name."""
+        try:
+            row = self.resolve_source(reference)
+        except NotFound:
+            raise NotFound("no such repository") from None
+        if row.source.kind != "git":
+            raise NotFound("no such repository")
+        return row
 
     @_connected
     def unregister_repository(self, repository_id: str, *, purge: bool) -> int:
         """Forget a registration; with ``purge`` also delete what it imported
         (else its documents stay, as ordinary documents). Returns how many were purged."""
-        return repositories.unregister_repository(
-            self.store, repository_id, purge=self.purge if purge else None
-        )
+        return self.remove_source(repository_id, purge=purge)
 
     def repository_scan_limits(self) -> ScanLimits:
-        """The configured per-file and aggregate byte limits of a repository scan."""
-        return ScanLimits(
-            max_file_bytes=min(self.config.repository_max_file_bytes, self.config.max_document_bytes),
-            max_total_bytes=self.config.repository_max_total_bytes,
-        )
+        return self.source_scan_limits()
 
     @_connected
     def import_repository(
         self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], object] | None = None
-    ) -> ImportReport:
-        """Bring ``collection_id`` in line with a registered repository: add,
-        update, leave, and (after a completed scan) purge. Writes Pending rows
-        only; :meth:`index_and_follow` or a running node indexes them."""
+    ) -> SyncReport:
+        """Bring ``collection_id`` in line with a registered repository (its Git
+        source in that collection). Writes Pending rows only."""
         return import_repository(
-            self.store, repository_id, collection_id, self.repository_scan_limits(),
+            self.store, repository_id, collection_id, self.source_scan_limits(),
             purge=self.purge, on_progress=on_progress,
         )
+
+
+def scan_limits(config: Config) -> ScanLimits:
+    """The configured per-file and aggregate byte limits of a source scan."""
+    return ScanLimits(
+        max_file_bytes=min(config.repository_max_file_bytes, config.max_document_bytes),
+        max_total_bytes=config.repository_max_total_bytes,
+    )
+
+
+def preview_unregistered(
+    config: Config, path: Path, collection_id: str, *, include_sensitive: bool = False
+) -> SyncReport:
+    """A dry run of adding ``path`` where there is no knowledge base yet: nothing is opened or created."""
+    spec = inspect_path(path, home=config.home)
+    return preview_path(spec, collection_id, scan_limits(config), home=config.home, include_sensitive=include_sensitive)
 
 
 def examine_data_directory(home: Path) -> Examination:
@@ -469,7 +637,7 @@ def examine_data_directory(home: Path) -> Examination:
     return examine(home)
 
 
-__all__ = ["PROBLEM", "Node", "examination_json", "examine_data_directory"]
+__all__ = ["PROBLEM", "Node", "examination_json", "examine_data_directory", "preview_unregistered", "scan_limits"]
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:

@@ -5,6 +5,8 @@ Every write here is one ``BEGIN IMMEDIATE`` transaction (the database default).
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
 import time
 import uuid
@@ -97,6 +99,30 @@ def add_document(
             if existing is None:
                 raise
     store.blobs.delete(document_id)
+    return _readd_existing(existing)
+
+
+def add_upload(
+    store: Store, collection_id: str, data: bytes, *, display_name: str, fmt: str
+) -> AddOutcome:
+    """Store bytes that came without a path (stdin, a one-off upload) as a Pending document.
+
+    Content decides identity here: the same bytes already uploaded to the
+    collection are that document (a Failed one is queued again).
+    """
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = _upload_with_hash(collection_id, content_hash)
+    if existing is None:
+        try:
+            document_id = create_document(
+                store, collection_id, io.BytesIO(data), content_hash=content_hash, display_name=display_name, fmt=fmt,
+            )
+            return AddOutcome(document_id, True, Status.PENDING.value)
+        except IntegrityError:
+            # Another process uploaded the same bytes between our check and insert.
+            existing = _upload_with_hash(collection_id, content_hash)
+            if existing is None:
+                raise
     return _readd_existing(existing)
 
 
@@ -194,14 +220,20 @@ def _readd_existing(document: Document) -> AddOutcome:
     return AddOutcome(document.id, False, document.status)
 
 
+class Superseded(Exception):
+    """The document's source changed since the pipeline read it: that work is stale."""
+
+
 def set_status(
     document_id: str,
     status: Status,
     *,
     reason: str | None = None,
     progress: float | None = None,
+    content_hash: str | None = None,
 ) -> bool:
-    """Record a status transition; False when the document no longer exists."""
+    """Record a status transition; False when the document no longer exists (or,
+    with ``content_hash``, no longer holds those bytes: an update in place won)."""
     now = time.time()
     fields: dict[object, object] = {
         Document.status: status.value,
@@ -210,8 +242,11 @@ def set_status(
     }
     if progress is not None:
         fields[Document.progress] = progress
+    condition = Document.id == document_id
+    if content_hash is not None:
+        condition &= Document.content_hash == content_hash
     with database.atomic():
-        updated = Document.update(fields).where(Document.id == document_id).execute()
+        updated = Document.update(fields).where(condition).execute()
         if updated:
             StatusHistory.create(document=document_id, status=status.value, reason=reason, at=now)
     return bool(updated)
@@ -258,13 +293,17 @@ def commit_index(
     identity: str,
     parser_version: int,
     chunker_version: int,
+    content_hash: str | None = None,
 ) -> list[int] | None:
     """Replace the document's sections, chunks, FTS rows and vectors and mark it
     Indexed, all in one transaction: it is never half visible.
 
     ``sections`` and ``chunks`` are :mod:`kbtui.chunking` specs; ``vectors`` has
     one row per chunk. Returns the new chunk ids, or None when the document was
-    deleted meanwhile (a delete always wins; nothing is written).
+    deleted meanwhile (a delete always wins; nothing is written). With
+    ``content_hash`` (the bytes the chunks came from), raises
+    :class:`Superseded` and writes nothing when the document now holds other
+    bytes: it was updated in place and is Pending again.
     """
     if len(vectors) != len(chunks):
         raise ValueError("one vector per chunk is required")
@@ -274,6 +313,8 @@ def commit_index(
         document = Document.get_or_none(Document.id == document_id)
         if document is None:
             return None
+        if content_hash is not None and document.content_hash != content_hash:
+            raise Superseded(document_id)
         _delete_index_rows(document_id)
         section_ids: dict[int, int] = {}
         for section in sections:

@@ -61,7 +61,8 @@ class Document(BaseModel):
     content_hash = TextField()
     display_name = BlobField()
     format = TextField()
-    source_path = TextField(null=True)
+    source_path = TextField(null=True)  # relative path within its source (or an eval id); None for uploads
+    source_id = TextField(null=True)  # the source that owns it (store.sources), if any
     size_bytes = IntegerField()
     status = TextField()
     failure_reason = TextField(null=True)

@@ -8,11 +8,21 @@ import time
 import click
 from rich.table import Table
 
-from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
-from kbtui.collect import RefusedFile, collect_files
+from kbtui.cli.common import cli, existing_collection, open_node, progress_bar, shown, stdout
+from kbtui.cli.sources import (
+    SourceTarget,
+    check_source_paths,
+    explain_skip,
+    preview,
+    print_scan,
+    report_troubles,
+    storage_failure,
+)
+from kbtui.sources.sync import SyncFailed
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
+from kbtui.node import SourceSync
 from kbtui.printable import human_size, printable
 from kbtui.reads import DocumentRow
 
@@ -20,40 +30,104 @@ from kbtui.reads import DocumentRow
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-c", "--collection", help="Collection to add to (default: DEFAULT).")
+@click.option("--name", help="A name for the source (one path only; default: the folder's or file's name).")
+@click.option("--include-sensitive", is_flag=True,
+              help="Also index sensitive files (keys, certificates, .env, credentials); stays with the source.")
+@click.option("--dry-run", is_flag=True, help="Scan and say what would happen; write nothing.")
+@click.option("--list", "list_files", is_flag=True, help="Name every file the scan added, changed or skipped, and why.")
 @click.option("--no-wait", is_flag=True, help="Queue the documents and return at once.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
-def add(ctx: click.Context, paths: tuple[str, ...], collection: str | None, no_wait: bool, as_json: bool) -> int:
-    """Add files (or every supported file under a directory) and index them.
+def add(
+    ctx: click.Context, paths: tuple[str, ...], collection: str | None, name: str | None, include_sensitive: bool,
+    dry_run: bool, list_files: bool, no_wait: bool, as_json: bool,
+) -> int:
+    """Add folders, files or Git repositories as sources, and index them
+    (``-`` adds standard input, de-duplicated by content).
 
-    Runs the pipeline in this process when no node runs for the data
-    directory; otherwise the running node picks the documents up. Either way
-    the command follows them to Indexed or Failed, unless --no-wait.
+    Each path becomes a source of the collection (or is found registered
+    there) and is scanned: new files are added, edited ones updated in
+    place, renamed ones moved, deleted ones removed. A running node (kbtui
+    serve, the TUI) then keeps watching it. Every skipped file is counted by
+    reason (--list names each). Runs the pipeline in this process when no
+    node runs for the data directory, and follows the documents to Indexed
+    or Failed, unless --no-wait.
     """
     collection_id = canonical_collection_id(collection)
-    collected = collect_files(paths)
+    if "-" in paths:
+        if len(paths) > 1 or dry_run or include_sensitive:
+            raise KbtuiError("- (standard input) is added on its own, without --dry-run or --include-sensitive")
+        return _add_upload(ctx, collection_id, name or "stdin", no_wait=no_wait, as_json=as_json)
+    if name is not None and len(paths) > 1:
+        raise KbtuiError("--name names one source: give one path with it")
+    targets = check_source_paths(paths, include_sensitive=include_sensitive)
+    if dry_run:
+        return preview(ctx, targets, collection_id, include_sensitive=include_sensitive, as_json=as_json,
+                       list_files=list_files)
     node = open_node(ctx)
-    report = node.add_files(collected, collection_id, on_refused=_print_refusal)
-    ids = report.document_ids
+    outcomes: list[tuple[SourceTarget, SourceSync]] = []
+    refused = 0
+    for target in targets:
+        if target.kind == "file":
+            plan = node.preview_source(target.path, collection_id, include_sensitive=include_sensitive)
+            if plan.skipped and not (plan.added.count or plan.updated.count or plan.unchanged.count or plan.renamed.count):
+                reason = next(iter(plan.skipped))
+                click.echo(f"kbtui: {printable(target.shown)}: not added, {explain_skip(reason)}", err=True)
+                refused += 1
+                continue
+        try:
+            with progress_bar(disable=as_json) as progress:
+                task = progress.add_task("scanning", total=None)
+                synced = node.add_source(
+                    target.path, collection_id, name=name, include_sensitive=include_sensitive,
+                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                )
+        except SyncFailed as failure:
+            storage_failure(failure)
+            raise
+        outcomes.append((target, synced))
+        refused += report_troubles(synced.report, target)
+    ids = list(dict.fromkeys(d for _, synced in outcomes for d in synced.report.pending_document_ids))
     result = None if no_wait or not ids else node.index_and_follow(ids, show_progress=False if as_json else None)
-    rows = {row.document_id: row for row in node.documents(document_ids=ids)}
+    touched = {
+        f.document_id: f.outcome for _, synced in outcomes for f in synced.report.files
+        if f.document_id and f.outcome in ("added", "updated", "renamed", "unchanged")
+    }
+    rows = {row.document_id: row for row in node.documents(document_ids=list(touched))}
     if as_json:
         click.echo(json.dumps([
-            {**document_json(rows[outcome.document_id]), "created": outcome.created}
-            for _, outcome in report.added if outcome.document_id in rows
+            {**document_json(row), "created": touched[document_id] == "added", "outcome": touched[document_id]}
+            for document_id, row in rows.items()
         ], indent=2))
     else:
-        summary = report.summary()
-        if rows:
-            _print_documents(list(rows.values()))
-            summary += "; " + _outcome_line(len(ids), result)
-        stdout.print(summary)
-    return 1 if report.refused else _exit_code(result)
+        changed = [rows[d] for d in ids if d in rows]
+        if changed:
+            _print_documents(changed)
+        for _, synced in outcomes:
+            print_scan(synced.row.source.name, synced.report, list_files=list_files)
+        if ids:
+            stdout.print(_outcome_line(len(ids), result))
+    incomplete = any(not synced.report.completed for _, synced in outcomes)
+    return 1 if refused or incomplete else _exit_code(result)
 
 
-def _print_refusal(refused: RefusedFile) -> None:
-    """One line per refused file on the operator's terminal: the path they typed and a fixed reason."""
-    click.echo(f"kbtui: {printable(refused.file.shown)}: not added, {refused.reason.explanation}", err=True)
+def _add_upload(ctx: click.Context, collection_id: str, name: str, *, no_wait: bool, as_json: bool) -> int:
+    """``kbtui add -``: the bytes on standard input, de-duplicated by content (no path, no source)."""
+    limit = ctx.obj.max_document_bytes
+    data = click.get_binary_stream("stdin").read(limit + 1)
+    if len(data) > limit:
+        raise KbtuiError("standard input holds more than max_document_bytes")
+    node = open_node(ctx)
+    outcome = node.add_upload(data, collection_id, display_name=name)
+    ids = [outcome.document_id]
+    result = None if no_wait else node.index_and_follow(ids, show_progress=False if as_json else None)
+    rows = node.documents(document_ids=ids)
+    if as_json:
+        click.echo(json.dumps([{**document_json(row), "created": outcome.created} for row in rows], indent=2))
+    else:
+        _print_documents(rows)
+        stdout.print(("1 added" if outcome.created else "already present") + "; " + _outcome_line(1, result))
+    return _exit_code(result)
 
 
 def _outcome_line(queued: int, result: FollowResult | None) -> str:

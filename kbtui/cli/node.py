@@ -18,13 +18,14 @@ from kbtui.node import PROBLEM, examination_json, examine_data_directory
 @cli.command()
 @click.pass_context
 def serve(ctx: click.Context) -> int:
-    """Run the node headless: index queued documents until SIGINT/SIGTERM."""
+    """Run the node headless until SIGINT/SIGTERM: index queued documents and
+    keep the sources in sync (rescanned at start, then watched)."""
     node = open_node(ctx)
     configure_logging(node.config.home, to_stderr_level=logging.INFO)
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    with node.pipeline() as runtime:
+    with node.pipeline(watch=True) as runtime:
         log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
         while not stopping.wait(SERVE_REPORT_INTERVAL_S):
             state = runtime.state()

@@ -1,21 +1,21 @@
-"""Registered Git repositories and their import."""
+"""Git repositories, the older words for Git sources: ``repo add|ls|rm`` and
+``import`` keep working (``kbtui add``, ``sources`` and ``sync`` do it all for
+every kind of source)."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
+from kbtui.cli.sources import index_pending, print_report_table
 from kbtui.collections import canonical_collection_id
-from kbtui.node import Node, RepositoryRow
-from kbtui.printable import human_size
-from kbtui.reads import Status
-from kbtui.repository.importer import ImportFailed, ImportReport
+from kbtui.node import SourceRow
+from kbtui.sources.sync import SyncFailed, SyncReport
 
 
 @cli.group()
@@ -23,16 +23,17 @@ def repo() -> None:
     """Register local Git repositories for `kbtui import`."""
 
 
-def repository_json(row: RepositoryRow) -> dict[str, object]:
+def repository_json(row: SourceRow) -> dict[str, object]:
     """The stable JSON shape of a registered repository (documented in README.md)."""
-    repository = row.repository
+    repository = row.source
     return {
         "repository_id": repository.id,
         "name": repository.name,
         "root": repository.root,
+        "collection": repository.collection_id,
         "created_at": repository.created_at,
-        "last_import_at": repository.last_import_at,
-        "last_import_status": repository.last_import_status,
+        "last_import_at": repository.last_scan_at,
+        "last_import_status": repository.last_scan_status,
         "document_count": row.document_count,
     }
 
@@ -47,7 +48,7 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
     node = open_node(ctx)
     registered = node.register_repository(Path(path), name)
     if as_json:
-        click.echo(json.dumps(repository_json(RepositoryRow(registered, 0)), indent=2))
+        click.echo(json.dumps(repository_json(SourceRow(registered, {}, False)), indent=2))
     else:
         stdout.print(f"registered {registered.id} {shown(registered.name)}")
     return 0
@@ -67,14 +68,14 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
         stdout.print("no repositories")
         return 0
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "NAME", "ROOT", "DOCUMENTS", "LAST IMPORT"):
+    for column in ("ID", "NAME", "ROOT", "COLLECTION", "DOCUMENTS", "LAST IMPORT"):
         table.add_column(column, no_wrap=column not in ("NAME", "ROOT"))
     for row in registered:
-        r = row.repository
-        last = "-" if r.last_import_at is None else (
-            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_import_at))} {r.last_import_status}"
+        r = row.source
+        last = "-" if r.last_scan_at is None else (
+            f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.last_scan_at))} {r.last_scan_status}"
         )
-        table.add_row(r.id[:12], shown(r.name), shown(r.root), str(row.document_count), last)
+        table.add_row(r.id[:12], shown(r.name), shown(r.root), r.collection_id, str(row.document_count), last)
     stdout.print(table)
     return 0
 
@@ -87,19 +88,10 @@ def repo_rm(ctx: click.Context, repository: str, purge: bool) -> int:
     """Forget a registration (its documents stay unless --purge)."""
     node = open_node(ctx)
     row = node.resolve_repository(repository)
-    purged = node.unregister_repository(row.repository.id, purge=purge)
+    purged = node.unregister_repository(row.source.id, purge=purge)
     detail = f"{purged} document(s) purged" if purge else f"{row.document_count} document(s) kept"
-    stdout.print(f"removed repository {row.repository.id} ({detail})")
+    stdout.print(f"removed repository {row.source.id} ({detail})")
     return 0
-
-
-def index_pending(node: Node, document_ids: Sequence[str], *, quiet: bool) -> list[str]:
-    """Index documents an import left Pending (through the pipeline, like
-    ``kbtui add``); return the ids that Failed."""
-    if not document_ids:
-        return []
-    node.index_and_follow(document_ids, show_progress=False if quiet else None)
-    return [d for d, status in node.statuses(document_ids).items() if status == Status.FAILED.value]
 
 
 @cli.command("import")
@@ -112,7 +104,7 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
     """Import a registered repository (by id or name): add, update, remove, skip."""
     collection_id = canonical_collection_id(collection)
     node = open_node(ctx)
-    registered = node.resolve_repository(repository).repository
+    registered = node.resolve_repository(repository).source
     try:
         with progress_bar(disable=as_json) as progress:
             task = progress.add_task("scanning", total=None)
@@ -120,7 +112,7 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
                 registered.id, collection_id,
                 on_progress=lambda done, total: progress.update(task, completed=done, total=total),
             )
-    except ImportFailed as failure:
+    except SyncFailed as failure:
         _print_import_report(failure.report, [], as_json=as_json, list_files=list_files)
         raise
     failed = index_pending(node, report.pending_document_ids, quiet=as_json)
@@ -128,29 +120,17 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
     return 0 if report.completed and not failed else 1
 
 
-def _print_import_report(report: ImportReport, failed: list[str], *, as_json: bool, list_files: bool) -> None:
+def _print_import_report(report: SyncReport, failed: list[str], *, as_json: bool, list_files: bool) -> None:
     if as_json:
-        payload = report.to_json()
+        payload = {"repository_id": report.source_id, **report.to_json(with_files=list_files)}
         payload["index_failed_document_ids"] = failed
-        if not list_files:
-            payload.pop("files")
         click.echo(json.dumps(payload, indent=2))
         return
     stdout.print(
-        f"repository {report.repository_id[:12]} -> collection {report.collection_id}: "
+        f"repository {(report.source_id or '')[:12]} -> collection {report.collection_id}: "
         f"[bold]{report.status}[/] ({report.listed} listed, {report.elapsed_s:.1f} s)"
     )
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("OUTCOME", "FILES", "SIZE"):
-        table.add_column(column, justify="left" if column == "OUTCOME" else "right")
-    for label, tally in (("added", report.added), ("updated", report.updated),
-                         ("unchanged", report.unchanged), ("removed", report.removed)):
-        table.add_row(label, str(tally.count), human_size(tally.bytes))
-    skipped_count = sum(t.count for t in report.skipped.values())
-    table.add_row("skipped", str(skipped_count), human_size(sum(t.bytes for t in report.skipped.values())))
-    for reason, tally in sorted(report.skipped.items()):
-        table.add_row(f"  {reason}", str(tally.count), human_size(tally.bytes))
-    stdout.print(table)
+    print_report_table(report)
     if list_files:
         for entry in report.files:
             outcome = entry.outcome if entry.reason is None else f"{entry.outcome}:{entry.reason}"

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kbtui.errors import KbtuiError
-from kbtui.extract.formats import FORMAT_BY_EXTENSION, FORMAT_BY_NAME, format_for
+from kbtui.extract.formats import (
+    FORMAT_BY_EXTENSION,
+    FORMAT_BY_NAME,
+    SNIFF_BYTES,
+    Detection,
+    detect_format,
+    format_for,
+    looks_binary,
+    needs_content,
+)
 from kbtui.extract.limits import ExtractionLimits
 
 ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
@@ -26,8 +35,9 @@ ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 # Bumped whenever a reader's output changes for the same input; stored on every
 # document so the reindexer can find documents extracted by an older parser.
 # 3: a document of headings only is indexed by its headings; an HTML text node
-# over libxml2's 10 MB no longer fails the whole page.
-PARSER_VERSION = 3
+# over libxml2's 10 MB no longer fails the whole page. 4: text that is not text
+# fails as binary_content; HTML without landmarks keeps only its main content.
+PARSER_VERSION = 4
 
 # Fixed, content-free reasons an extraction fails with.
 EXTRACT_TIMEOUT = "extract_timeout"  # the parser did not finish before the deadline
@@ -38,6 +48,7 @@ EXTRACT_ENCRYPTED = "extract_encrypted"  # a password-protected file
 EXTRACT_UNSAFE = "extract_unsafe"  # a construct refused on purpose (XML DOCTYPE/entities)
 EXTRACT_CRASHED = "extract_crashed"  # the worker process died while parsing
 EXTRACT_UNAVAILABLE = "extract_unavailable"  # extraction was shut down
+BINARY_CONTENT = "binary_content"  # a text format (or no format) whose bytes are not text
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,10 @@ def _read(data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
     found = FORMAT_BY_NAME.get(fmt)
     if found is None:
         raise ExtractionFailed(EXTRACT_UNSUPPORTED)
+    if (found.reads == "text" or found.name == "html") and looks_binary(data[:SNIFF_BYTES], strict=False):
+        # Uploads reach here unsniffed: content decides, not the name. A scan
+        # already refused any NUL; here a stray one is stripped, not fatal.
+        raise ExtractionFailed(BINARY_CONTENT)
     read = found.load_reader()
     if found.reads == "bytes":
         return read(data, limits)
@@ -124,15 +139,20 @@ def shutdown_extraction() -> None:
 
 
 __all__ = [
+    "BINARY_CONTENT",
     "DEFAULT_LIMITS",
     "FORMAT_BY_EXTENSION",
     "PARSER_VERSION",
+    "Detection",
     "Element",
     "ElementKind",
     "ExtractionFailed",
     "ExtractionLimits",
+    "detect_format",
     "extract",
     "extract_isolated",
     "format_for",
+    "looks_binary",
+    "needs_content",
     "shutdown_extraction",
 ]

@@ -50,7 +50,7 @@ DOCUMENTS_PER_WORKER = 500
 KNOWN_CODES = frozenset(
     {
         "extract_timeout", "extract_too_large", "extract_unsupported", "extract_corrupt",
-        "extract_encrypted", "extract_unsafe", "extract_crashed",
+        "extract_encrypted", "extract_unsafe", "extract_crashed", "binary_content",
     }
 )
 _ELEMENT_KINDS = frozenset({"heading", "paragraph", "list_item", "table", "code"})

@@ -1,4 +1,4 @@
-"""The Textual application: documents, search, detail, import, collections.
+"""The Textual application: documents, search, detail, sources, collections.
 
 One app with a default screen (Documents). It runs as the node (the actor
 pipeline in this process, its events arriving through :class:`TuiBridge`)
@@ -24,6 +24,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pykka
 from textual import work
@@ -36,7 +37,6 @@ from textual.worker import Worker, WorkerState
 
 from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
-from kbtui.collect import collect_files
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.config import Config
 from kbtui.errors import OPERATOR_ERRORS
@@ -68,8 +68,8 @@ from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
 from kbtui.tui.screens.help import HelpScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
-from kbtui.tui.screens.repository_import import ImportScreen
 from kbtui.tui.screens.search import SearchScreen
+from kbtui.tui.screens.sources import SourcesScreen
 from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
 from kbtui.tui.widgets.ingest_header import IngestHeader, Throughput
 
@@ -81,7 +81,7 @@ SEARCH_SCREEN = "search"
 SELF_REPORTING_GROUPS = ("ask", "ask-search")
 # App-wide keys a dialog keeps to itself (the palette stays available).
 _KEYS_A_DIALOG_KEEPS = frozenset(
-    {"quit", "focus_search", "help", "switch_collection", "import_repository", "ask", "change_theme", "show_documents"}
+    {"quit", "focus_search", "help", "switch_collection", "sources", "ask", "change_theme", "show_documents"}
 )
 
 
@@ -109,7 +109,7 @@ class KbtuiApp(App[int]):
         Binding("slash", "focus_search", "Search", id="app.search", tooltip="Search from anywhere"),
         Binding("question_mark", "help", "Keys", id="app.help"),
         Binding("c", "switch_collection", "Collection", id="app.collections", show=False),
-        Binding("i", "import_repository", "Import", id="app.import", show=False),
+        Binding("i", "sources", "Sources", id="app.sources", show=False, tooltip="Folders, files and repositories"),
         Binding("k", "ask", "Ask", id="app.ask", show=False),
         Binding("t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("D", "show_documents", "Documents", id="app.documents", show=False),
@@ -172,7 +172,7 @@ class KbtuiApp(App[int]):
             self.post_message(NodeModeDecided("viewer"))
             return
         bridge = TuiBridge.start(self.post_message)
-        runtime = self.node.pipeline(listeners=[bridge])
+        runtime = self.node.pipeline(listeners=[bridge], watch=True)
         try:
             runtime.start()
         except NodeAlreadyRunning:
@@ -316,9 +316,9 @@ class KbtuiApp(App[int]):
     def action_ask(self) -> None:
         self.push_screen(AskScreen.for_node(self.node, self.collection_id))
 
-    def action_import_repository(self) -> None:
-        if not isinstance(self.screen, ImportScreen):
-            self.push_screen(ImportScreen(self.node, self.collection_id, self.mode))
+    def action_sources(self) -> None:
+        if not isinstance(self.screen, SourcesScreen):
+            self.push_screen(SourcesScreen(self.node, self.collection_id, self.mode))
 
     def open_document(self, document_id: str) -> None:
         self.push_screen(DocumentScreen(self.node, document_id))
@@ -392,15 +392,14 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="catalog", exit_on_error=False)
     def add_path(self, raw: str, collection_id: str) -> None:
-        """Add a file (or every supported file under a directory) as Pending documents.
+        """Add a folder, a file or a Git repository as a source (as ``kbtui add``) and scan it.
 
-        A file that cannot be stored (vanished, not a regular file, unreadable,
-        too large, changed while read) is counted by reason; the rest are added.
+        Every file the scan skips is counted by reason (vanished, not a
+        regular file, sensitive, ...); the rest are added as Pending documents.
         """
-        report = self.node.add_files(collect_files([os.path.expanduser(raw)]), collection_id)
+        synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
         self._sweep_now()
-        summary = report.summary()
-        self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
+        self.post_message(DocumentsChanged(collection_id, synced.report.summary() + self._who_indexes()))
 
     def on_delete_requested(self, message: DeleteRequested) -> None:
         self.confirm_delete(message.document_id, message.name, leave_screen=message.leaving)

@@ -19,7 +19,7 @@ from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
 from kbtui.reads import CatalogSnapshot
-from kbtui.repository.importer import ImportReport
+from kbtui.sources.sync import SyncReport
 from kbtui.retrieval.search import Hit, SearchResponse
 
 
@@ -86,21 +86,22 @@ class SearchFinished(Message):
 
 
 @dataclass
-class ImportProgressed(Message):
-    """The repository scan moved on (``done`` of ``total`` files listed)."""
+class ScanProgressed(Message):
+    """A source scan moved on (``done`` of ``total`` files listed)."""
 
     done: int
     total: int
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ImportProgressed)
+        return isinstance(message, ScanProgressed)
 
 
 @dataclass
-class ImportFinished(Message):
-    """A repository import ended (``report`` is None when it never started)."""
+class ScanFinished(Message):
+    """A source scan ended (``report`` is None when it never started: ``problem`` says why)."""
 
-    report: ImportReport | None
+    name: str
+    report: SyncReport | None
     problem: str | None = None
 
 

@@ -1,11 +1,10 @@
 """``kbtui add`` when files change under it (issue 16, findings 5, 6 and 10).
 
-Each case lists a directory, then changes one listed file before it is opened,
-as an unlucky operator (or an attacker sharing the directory) would. As root,
-permission bits cannot make a file unreadable, so the opens that fail for real
-here are: a file removed, a FIFO, a directory or a dangling symlink swapped in
-between listing and opening, and ``/proc/self/mem`` (opens fine, every read of
-its first page fails with EIO).
+Each case lists a directory, then changes one listed file before it is
+examined, as an unlucky operator (or an attacker sharing the directory)
+would. A file that vanished cannot be read as it should: it is named on
+stderr and the command exits 1. A FIFO, a directory or a symlink in its place
+is what the scan's rules skip anyway (counted by reason, named with --list).
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kbtui.cli import documents as documents_command
-from kbtui.collect import collect_files
+from kbtui.sources.scan import SourceScan
 from store.models import Document
 from tests.conftest import write
 
@@ -32,14 +30,15 @@ def make_corpus(root: Path, count: int = 6) -> Path:
 
 
 def swap_after_listing(monkeypatch: pytest.MonkeyPatch, change: Callable[[Path], None], victim: str) -> None:
-    """``kbtui add`` lists the files, then ``change`` hits ``victim`` before it is opened."""
+    """The scan lists the folder, then ``change`` hits ``victim`` before it is examined."""
+    examine = SourceScan._examine
 
-    def listing_then_change(paths):
-        collected = collect_files(paths)
-        change(next(f.path for f in collected.files if f.path.name == victim))
-        return collected
+    def change_then_examine(self, raw, *args):
+        if raw == victim.encode():
+            change(self.root / victim)
+        return examine(self, raw, *args)
 
-    monkeypatch.setattr(documents_command, "collect_files", listing_then_change)
+    monkeypatch.setattr(SourceScan, "_examine", change_then_examine)
 
 
 def to_fifo(path: Path) -> None:
@@ -57,11 +56,11 @@ def to_dangling_symlink(path: Path) -> None:
     path.symlink_to(path.parent / "nowhere.md")
 
 
-SWAPS = {
-    "deleted": (Path.unlink, "it no longer exists"),
-    "fifo": (to_fifo, "it is not a regular file"),
-    "directory": (to_directory, "it is not a regular file"),
-    "dangling_symlink": (to_dangling_symlink, "it is a symbolic link"),
+SWAPS = {  # change, skip reason, whether it is named on stderr (and the exit code 1)
+    "deleted": (Path.unlink, "vanished", "it no longer exists"),
+    "fifo": (to_fifo, "not_regular", None),
+    "directory": (to_directory, "not_regular", None),
+    "dangling_symlink": (to_dangling_symlink, "symlink", None),
 }
 
 
@@ -71,15 +70,18 @@ def test_a_file_changed_between_listing_and_opening_is_reported_and_the_rest_are
     run_cli, tmp_path, monkeypatch, swap
 ):
     corpus = make_corpus(tmp_path / "corpus")
-    change, explanation = SWAPS[swap]
+    change, reason, explanation = SWAPS[swap]
     swap_after_listing(monkeypatch, change, "note-02.md")
-    result = run_cli("add", str(corpus))
+    result = run_cli("add", str(corpus), "--list")
 
-    assert result.code == 1, "a file that was not added is a failed document"
     assert "Traceback" not in result.err
-    lines = result.err.strip().splitlines()
-    assert lines == [f"kbtui: {corpus / 'note-02.md'}: not added, {explanation}"]
-    assert "5 added, 0 already present, 1 not added" in result.out
+    if explanation is None:
+        assert result.code == 0 and result.err == ""
+    else:
+        assert result.code == 1, "a file that could not be read is a failed document"
+        assert result.err.strip().splitlines() == [f"kbtui: {corpus / 'note-02.md'}: not added, {explanation}"]
+    assert f"5 added, 1 skipped (1 {reason})" in result.out
+    assert f"skipped:{reason}" in result.out and "note-02.md" in result.out  # --list names it
     assert "5 indexed, 0 failed" in result.out
     assert Document.select().count() == 5
     assert {d.status for d in Document.select()} == {"Indexed"}
@@ -95,12 +97,15 @@ def test_json_output_lists_the_added_documents_and_the_refusal_goes_to_stderr(ru
 
 
 @pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs /proc/self/mem")
-def test_a_file_whose_reads_fail_is_reported_as_unreadable(run_cli, tmp_path):
+def test_a_special_file_that_reports_no_size_is_not_added_and_not_registered(run_cli, tmp_path):
+    # /proc/self/mem says it is a regular file of 0 bytes (its reads fail): it is
+    # refused before a byte is read, and never becomes a source.
     good = write(tmp_path / "good.md", "# Good\n\ncontent")
     result = run_cli("add", "/proc/self/mem", str(good))
     assert result.code == 1
-    assert result.err.strip() == "kbtui: /proc/self/mem: not added, it cannot be read"
+    assert result.err.strip() == "kbtui: /proc/self/mem: not added, it is empty"
     assert [d.status for d in Document.select()] == ["Indexed"]
+    assert [s["kind"] for s in json.loads(run_cli("sources", "--json").out)] == ["file"]
 
 
 def test_an_empty_path_is_bad_input_not_the_current_directory(run_cli, home, tmp_path, monkeypatch):
@@ -118,17 +123,21 @@ def test_symlinks_inside_a_directory_are_skipped_and_counted(run_cli, tmp_path):
     (corpus / "link.md").symlink_to(outside)
     result = run_cli("add", str(corpus))
     assert result.code == 0, result.err
-    assert "2 added, 0 already present, 1 symbolic link(s) skipped" in result.out
+    assert "2 added, 1 skipped (1 symlink)" in result.out
     assert Document.select().count() == 2
 
 
 def test_a_symlink_named_on_the_command_line_is_followed(run_cli, tmp_path):
+    # The operator chose it: the file it points at becomes the source (and is
+    # re-checked, never through a link, at every scan).
     target = write(tmp_path / "real.md", "# Real\n\ncontent")
     link = tmp_path / "named.md"
     link.symlink_to(target)
     result = run_cli("add", str(link), "--json")
     assert result.code == 0, result.err
-    assert [d["display_name"] for d in json.loads(result.out)] == ["named.md"]
+    assert [d["display_name"] for d in json.loads(result.out)] == ["real.md"]
+    [source] = json.loads(run_cli("sources", "--json").out)
+    assert source["root"] == str(target.resolve())
 
 
 def test_a_readme_that_is_only_a_title_is_indexed_and_found(run_cli, tmp_path):

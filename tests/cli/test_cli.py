@@ -60,13 +60,17 @@ def test_a_missing_file_is_one_line_and_changes_nothing(run_cli, tmp_path):
     assert json.loads(run_cli("ls", "--json").out) == before
 
 
-def test_a_directory_without_supported_files_is_an_error(run_cli, tmp_path):
+def test_a_directory_without_supported_files_becomes_a_source_that_says_why(run_cli, tmp_path):
+    # A folder is a source even while it holds nothing to index: a running node
+    # watches it, and what lands there later is added.
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "tool.exe").write_bytes(b"MZ\x90\x00")
     result = run_cli("add", str(tmp_path / "bin"))
-    assert result.code == 2 and "no supported files" in result.err
-    listed = run_cli("ls", "--json")  # nothing was added: not even a data directory was made
-    assert listed.code == 2 and "no knowledge base" in listed.err
+    assert result.code == 0, result.err
+    assert "nothing to add, 1 skipped (1 unsupported_format)" in result.out
+    assert json.loads(run_cli("ls", "--json").out) == []
+    [source] = json.loads(run_cli("sources", "--json").out)
+    assert (source["kind"], source["name"], source["document_count"]) == ("folder", "bin", 0)
 
 
 def test_an_unknown_collection_is_an_error(run_cli, tmp_path):

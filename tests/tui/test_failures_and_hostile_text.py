@@ -26,7 +26,7 @@ def test_a_bad_path_is_a_notification_not_a_crash(tui_node, tmp_path):
             await wait_until(lambda: app.mode == "viewer")
             app.add_path(str(tmp_path / f"missing-{CANARY}"), "DEFAULT")
             await wait_until(lambda: notifications(app))
-            assert notifications(app) == ["argument 1: no such file or directory"]
+            assert notifications(app) == ["no such file or directory"]
             assert app.is_running
 
     asyncio.run(run())
@@ -35,23 +35,23 @@ def test_a_bad_path_is_a_notification_not_a_crash(tui_node, tmp_path):
 def test_files_refused_mid_add_are_counted_by_reason_not_a_crash(tui_node, tmp_path, monkeypatch):
     import os
 
-    from kbtui.collect import collect_files
-    from kbtui.tui import app as app_module
+    from kbtui.sources.scan import SourceScan
 
     folder = tmp_path / "folder"
     for name in ("a", "b", "c", "d"):
         (folder / f"{CANARY}-{name}.md").parent.mkdir(exist_ok=True)
         (folder / f"{CANARY}-{name}.md").write_text(f"# {name}\n\ntext {name}\n")
+    examine = SourceScan._examine
 
-    def listing_then_swap(paths):
-        collected = collect_files(paths)
-        by_name = {f.path.name: f.path for f in collected.files}
-        by_name[f"{CANARY}-b.md"].unlink()  # deleted between listing and opening
-        by_name[f"{CANARY}-c.md"].unlink()
-        os.mkfifo(by_name[f"{CANARY}-c.md"])  # a FIFO swapped in: must not block
-        return collected
+    def swapped_after_listing(self, raw, *args):
+        if raw == f"{CANARY}-b.md".encode():
+            (folder / f"{CANARY}-b.md").unlink()  # deleted between listing and opening
+        if raw == f"{CANARY}-c.md".encode():
+            (folder / f"{CANARY}-c.md").unlink()
+            os.mkfifo(folder / f"{CANARY}-c.md")  # a FIFO swapped in: must not block
+        return examine(self, raw, *args)
 
-    monkeypatch.setattr(app_module, "collect_files", listing_then_swap)
+    monkeypatch.setattr(SourceScan, "_examine", swapped_after_listing)
     app = make_app(tui_node, fast_options(run_node=False))
 
     async def run() -> None:
@@ -59,9 +59,7 @@ def test_files_refused_mid_add_are_counted_by_reason_not_a_crash(tui_node, tmp_p
             await wait_until(lambda: app.mode == "viewer")
             app.add_path(str(folder), "DEFAULT")
             await wait_until(lambda: notifications(app))
-            assert notifications(app)[0].startswith(
-                "2 added, 0 already present, 2 not added (1 not_regular, 1 vanished)"
-            )
+            assert notifications(app)[0].startswith("2 added, 2 skipped (1 not_regular, 1 vanished)")
             assert app.is_running
 
     asyncio.run(run())

@@ -53,7 +53,7 @@ def test_help_lists_the_keys_of_the_screen_and_the_app(tui_node):
             table = app.screen.query_one(DataTable)
             rows = {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[1]) for i in range(table.row_count)}
             assert rows["a"] == "Add" and rows["d"] == "Delete" and rows["/"] == "Search" and rows["q"] == "Quit"
-            assert rows["c"] == "Collection" and rows["i"] == "Import" and rows["k"] == "Ask"
+            assert rows["c"] == "Collection" and rows["i"] == "Sources" and rows["k"] == "Ask"
             await pilot.press("q")  # closes the help, does not quit
             await wait_until(lambda: isinstance(app.screen, DocumentsScreen))
             assert app.is_running
@@ -111,7 +111,7 @@ def test_the_palette_offers_every_action_and_runs_them(tui_node):
             from kbtui.tui.commands import palette_commands
 
             titles = {c.title for c in palette_commands(app)}
-            for wanted in ("Search", "Add files", "Reindex all documents", "Import a repository", "Ask a question",
+            for wanted in ("Search", "Add files", "Reindex all documents", "Sources", "Ask a question",
                            "Switch collection", "Toggle explain", "Keys", "Quit", "Show Failed documents"):
                 assert wanted in titles
             assert "Delete document tls-certificate-rotation.md" in titles

@@ -95,11 +95,11 @@ def test_document_detail(snap_compare, snapshot_app, size, tab):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_repository_import_with_nothing_registered(snap_compare, snapshot_app, size):
+def test_sources_with_nothing_registered(snap_compare, snapshot_app, size):
     async def run_before(pilot) -> None:
         await documents_loaded(pilot)
         await pilot.press("i")
-        await wait_until(lambda: "No repositories" in str(pilot.app.screen.query_one("#import-summary").content))
+        await wait_until(lambda: "No sources yet" in str(pilot.app.screen.query_one("#sources-summary").content))
 
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
 

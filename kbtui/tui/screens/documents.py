@@ -34,7 +34,7 @@ FIXED_COLUMNS = (("status", "Status", 22), ("size", "Size", 9), ("chunks", "Chun
 # Cell padding (2 per column), the vertical scrollbar (1) and a spare column.
 TABLE_CHROME = 2 * (len(FIXED_COLUMNS) + 1) + 2
 MIN_NAME_WIDTH = 12
-EMPTY = "No documents yet. Press a to add files or a directory, i to import a repository."
+EMPTY = "No documents yet. Press a to add a folder, a file or a repository, i for sources."
 
 
 def fit(text: str, width: int) -> str:

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbtui.cli.repositories import index_pending
-from kbtui.repository.importer import ImportReport, import_repository, register_repository
-from kbtui.repository.scan import ScanLimits
+from kbtui.cli.sources import index_pending
+from kbtui.sources.repositories import import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
+from kbtui.sources.sync import SyncReport
 
 DEFAULT_LIMITS = ScanLimits(max_file_bytes=64 * 1024, max_total_bytes=16 * 1024 * 1024)
 
@@ -114,16 +115,16 @@ def register(node, tree: GitTree, name: str | None = None) -> str:
 
 
 def import_and_index(node, repository_id: str, collection: str = "DEFAULT", *,
-                     limits: ScanLimits = DEFAULT_LIMITS, **kwargs) -> ImportReport:
+                     limits: ScanLimits = DEFAULT_LIMITS, **kwargs) -> SyncReport:
     """What ``kbtui import`` does: the scan, then the pipeline for what it left Pending."""
     report = import_repository(node.store, repository_id, collection, limits, purge=node.purge, **kwargs)
     index_pending(node, report.pending_document_ids, quiet=True)
     return report
 
 
-def skipped(report: ImportReport) -> dict[str, int]:
+def skipped(report: SyncReport) -> dict[str, int]:
     return {reason: tally.count for reason, tally in report.skipped.items()}
 
 
-def outcomes(report: ImportReport) -> dict[str, tuple[str, str | None]]:
+def outcomes(report: SyncReport) -> dict[str, tuple[str, str | None]]:
     return {f.path: (f.outcome, f.reason) for f in report.files}

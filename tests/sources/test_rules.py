@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbtui.printable import printable
-from kbtui.repository.paths import normalise_source_path
-from kbtui.repository.rules import SkipReason, path_skip_reason
+from kbtui.sources.paths import normalise_source_path
+from kbtui.sources.rules import SkipReason, path_skip_reason
 
 
 @pytest.mark.parametrize(

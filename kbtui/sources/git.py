@@ -86,3 +86,22 @@ def count_ignored_entries(root: Path) -> int:
     """How many untracked entries .gitignore hides (an ignored directory counts once)."""
     output = run_git(root, "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z")
     return sum(1 for path in output.split(b"\x00") if path)
+
+
+def head_commit(root: Path) -> str | None:
+    """The commit HEAD points at, or None (no commit yet, or git cannot tell)."""
+    try:
+        output = run_git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    except KbtuiError:
+        return None
+    commit = output.strip().decode("ascii", "replace")
+    return commit or None
+
+
+def is_top_level(folder: Path) -> bool:
+    """Whether git says ``folder`` is the top level of a working tree (False when git is missing)."""
+    try:
+        verify_top_level(folder)
+    except KbtuiError:
+        return False
+    return True

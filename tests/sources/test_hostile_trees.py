@@ -9,10 +9,10 @@ import subprocess
 
 import pytest
 
-from kbtui.repository.scan import RepositoryScan
+from kbtui.sources.scan import SourceScan as RepositoryScan
 from store.files import SourceFile
 from store.models import Chunk, Document
-from tests.repository.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
+from tests.sources.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
 
 def rows() -> dict[str, Document]:

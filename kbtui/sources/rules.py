@@ -1,7 +1,10 @@
-"""Which repository paths are never imported, decided from the path alone.
+"""Which paths of a source are never indexed, decided from the path alone:
+one rule set for folders, single files and Git repositories.
 
 The rules run before any file is opened. They are deliberately broad: a
 secret left out costs nothing, a secret let in ends up as plain chunk text.
+Only an explicit ``include_sensitive`` on the source lets sensitive names in;
+version-control metadata and generated directories stay out regardless.
 """
 
 from __future__ import annotations
@@ -10,11 +13,11 @@ import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 
-from kbtui.extract import format_for
+from kbtui.extract import detect_format
 
 
 class SkipReason(StrEnum):
-    """Why a listed path was not imported (fixed, content-free codes)."""
+    """Why a listed path was not indexed (fixed, content-free codes)."""
 
     VCS_METADATA = "vcs_metadata"
     SENSITIVE = "sensitive"
@@ -31,9 +34,9 @@ class SkipReason(StrEnum):
     TOO_LARGE = "too_large"
     AGGREGATE_LIMIT = "aggregate_limit"
     CHANGED_DURING_READ = "changed_during_read"
-    BINARY = "binary"
+    BINARY_CONTENT = "binary_content"
     GITIGNORED = "gitignored"
-    PATH_CLAIMED = "path_claimed"
+    TOO_DEEP = "too_deep"
 
 
 VCS_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr"})
@@ -42,6 +45,7 @@ SENSITIVE_DIRECTORIES = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", 
 SENSITIVE_NAMES = frozenset({
     ".netrc", "_netrc", ".pgpass", ".npmrc", ".pypirc", ".htpasswd", ".git-credentials",
     "credentials", "credentials.json", "authorized_keys", "known_hosts", "secrets.yaml", "secrets.yml",
+    "shadow", "shadow-", "gshadow", "gshadow-", "master.passwd",
 })
 SENSITIVE_SUFFIXES = frozenset({
     ".pem", ".key", ".p12", ".pfx", ".crt", ".cer", ".der", ".csr", ".jks", ".keystore",
@@ -75,19 +79,37 @@ def is_generated_directory(name: str) -> bool:
     return lowered in GENERATED_DIRECTORIES or lowered.endswith(GENERATED_DIRECTORY_SUFFIXES)
 
 
-def path_skip_reason(source_path: str) -> SkipReason | None:
-    """The reason ``source_path`` (normalised, ``/``-separated) is never imported, or None."""
+def directory_skip_reason(directory: str, *, include_sensitive: bool = False) -> SkipReason | None:
+    """The reason a walk never enters ``directory`` (one name), or None."""
+    lowered = directory.lower()
+    if lowered in VCS_DIRECTORIES:
+        return SkipReason.VCS_METADATA
+    if lowered in SENSITIVE_DIRECTORIES and not include_sensitive:
+        return SkipReason.SENSITIVE
+    if is_generated_directory(directory):
+        return SkipReason.GENERATED
+    return None
+
+
+def path_skip_reason(source_path: str, *, include_sensitive: bool = False) -> SkipReason | None:
+    """The reason ``source_path`` (normalised, ``/``-separated) is never indexed, or None.
+
+    A name whose format only its content can tell passes here; the scan
+    sniffs it (``binary_content``) once it is read.
+    """
     *directories, name = source_path.split("/")
     for directory in directories:
         if directory.lower() in VCS_DIRECTORIES:
             return SkipReason.VCS_METADATA
     if name.lower() in VCS_DIRECTORIES:
         return SkipReason.VCS_METADATA
-    if any(d.lower() in SENSITIVE_DIRECTORIES for d in directories) or is_sensitive_name(name):
+    sensitive = any(d.lower() in SENSITIVE_DIRECTORIES for d in directories) or is_sensitive_name(name)
+    if sensitive and not include_sensitive:
         return SkipReason.SENSITIVE
     if any(is_generated_directory(d) for d in directories):
         return SkipReason.GENERATED
-    if format_for(name) is None or _is_bare_dotfile(name):
+    if detect_format(name).reason is not None or (_is_bare_dotfile(name) and not sensitive):
+        # An included sensitive dotfile (.env) is judged by its content like any other.
         return SkipReason.UNSUPPORTED_FORMAT
     return None
 

@@ -109,7 +109,7 @@ def everything_at_debug(monkeypatch, caplog):
 
 
 def test_no_path_or_text_of_a_repository_reaches_a_log(run_cli, home, tmp_path, everything_at_debug):
-    from tests.repository.conftest import GitTree
+    from tests.sources.conftest import GitTree
 
     tree = GitTree(tmp_path / f"{CANARY}-repo")
     tree.write(f"{CANARY}/notes-{CANARY}.md", f"# {CANARY}\n\nbody {CANARY}\n")
@@ -126,7 +126,7 @@ def test_no_path_or_text_of_a_repository_reaches_a_log(run_cli, home, tmp_path, 
     assert run_cli("repo", "rm", f"name-{CANARY}", "--purge").code == 0
 
     log_text = (home / "logs" / "kbtui.log").read_text()
-    assert "import completed" in log_text  # the log was really written, with counts
+    assert "scan completed" in log_text  # the log was really written, with counts
     assert CANARY not in log_text
     assert CANARY not in everything_at_debug.text
     assert all(CANARY not in str(r.args) for r in everything_at_debug.records)

@@ -8,20 +8,17 @@ import shutil
 import pytest
 
 from kbtui.errors import KbtuiError, NotFound
-from kbtui.repository.git import NotAGitTopLevel
-from kbtui.repository.importer import (
-    ImportFailed,
-    ImportInProgress,
-    _exclusive_import,
-    import_repository,
-    register_repository,
-)
-from kbtui.repository.scan import ScanLimits
-from store import repositories
+from kbtui.sources.git import NotAGitTopLevel
+from kbtui.sources.repositories import import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
+from kbtui.sources.sync import SyncFailed as ImportFailed
+from kbtui.sources.sync import SyncInProgress as ImportInProgress
+from kbtui.sources.sync import _exclusive_sync as _exclusive_import
+from store import sources
 from store.catalog import set_status
 from store.models import Chunk, Document, Status, StatusHistory
-from store.repositories import RepositoryAlreadyRegistered
-from tests.repository.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
+from store.sources import SourceAlreadyRegistered as RepositoryAlreadyRegistered
+from tests.sources.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
 
 def rows() -> dict[str, Document]:
@@ -49,13 +46,13 @@ def test_only_a_git_top_level_can_be_registered(node, tree, tmp_path):
     assert registered.name == "repo" and registered.root == str(tree.root.resolve())
     with pytest.raises(RepositoryAlreadyRegistered):
         register_repository(node.store, tree.root, "another-name")
-    assert [r.id for r in repositories.list_repositories(node.store)] == [registered.id]
+    assert [r.id for r in sources.list_sources(node.store)] == [registered.id]
 
 
 def test_the_root_and_name_are_stored_encrypted(node, tree):
     tree.commit()
     register_repository(node.store, tree.root, "payroll-zzsecret")
-    raw = node.store.db.execute_sql("SELECT name, root_path, root_digest FROM repository").fetchone()
+    raw = node.store.db.execute_sql("SELECT name, root_path, root_digest FROM source").fetchone()
     dump = b"".join(bytes(v) if isinstance(v, (bytes, memoryview)) else v.encode() for v in raw)
     assert b"payroll-zzsecret" not in dump and str(tree.root).encode() not in dump
 
@@ -65,7 +62,7 @@ def test_a_bad_repository_name_is_refused(node, tree, name):
     tree.commit()
     with pytest.raises(KbtuiError):
         register_repository(node.store, tree.root, name)
-    assert repositories.list_repositories(node.store) == []
+    assert sources.list_sources(node.store) == []
 
 
 def test_the_registration_is_checked_again_at_every_import(node, tree):
@@ -78,7 +75,7 @@ def test_the_registration_is_checked_again_at_every_import(node, tree):
     with pytest.raises(NotAGitTopLevel):
         import_repository(node.store, repo_id, "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
     assert set(rows()) == {"a.md"}, "a failed validation purges nothing"
-    assert repositories.get_repository(node.store, repo_id).last_import_status == "failed"
+    assert sources.get_source(node.store, repo_id).last_scan_status == "failed"
 
 
 def test_a_registered_folder_replaced_by_a_symlink_is_refused(node, tree, tmp_path):
@@ -138,7 +135,7 @@ def test_first_import_takes_only_safe_supported_files(counting_node, tree, outsi
         # node_modules, build, __pycache__, and both files of a virtualenv (known by its pyvenv.cfg)
         "generated": 5,
         "unsupported_format": 2,  # .gitignore, picture.png
-        "binary": 1,
+        "binary_content": 1,  # data.txt: content decides, not the name
         "empty": 1,
         "too_large": 1,
         "symlink": 2,
@@ -218,7 +215,8 @@ def test_a_changed_path_is_updated_in_place(counting_node, tree):
     assert node.store.blobs.read_bytes(new.id) == tree.path("a.md").read_bytes()
 
 
-def test_renames_and_deletes_are_purged_after_a_completed_scan(node, tree):
+def test_renames_move_the_document_and_deletes_are_purged_after_a_completed_scan(counting_node, tree):
+    node = counting_node
     tree.write("old-name.md", "# Moving\n\nthe file that moves\n")
     tree.write("doomed.md", "# Doomed\n\ndeleted soon\n")
     tree.write("kept.md", "# Kept\n\nstays\n")
@@ -226,6 +224,8 @@ def test_renames_and_deletes_are_purged_after_a_completed_scan(node, tree):
     repo_id = register(node, tree)
     import_and_index(node, repo_id)
     doomed = rows()["doomed.md"]
+    moving = rows()["old-name.md"]
+    node.embedder.calls = node.embedder.texts = 0
 
     tree.git("mv", "old-name.md", "new-name.md")
     tree.git("rm", "-q", "doomed.md")
@@ -234,12 +234,17 @@ def test_renames_and_deletes_are_purged_after_a_completed_scan(node, tree):
 
     assert set(rows()) == {"new-name.md", "kept.md"}
     assert outcomes(report) == {
-        "new-name.md": ("added", None),
+        "new-name.md": ("renamed", None),
         "kept.md": ("unchanged", None),
-        "old-name.md": ("removed", None),
         "doomed.md": ("removed", None),
     }
-    assert report.removed.count == 2
+    assert [f.previous_path for f in report.files if f.outcome == "renamed"] == ["old-name.md"]
+    assert report.removed.count == 1 and report.renamed.count == 1
+    moved = rows()["new-name.md"]
+    assert moved.id == moving.id and moved.status == "Indexed", "the rename moved the document itself"
+    assert {c.source_path for c in Chunk.select().where(Chunk.document == moved.id)} == {"new-name.md"}
+    assert node.embedder.texts == 0, "a rename embeds nothing"
+    assert {h.source_path for h in node.search("new-name", "DEFAULT").hits} >= {"new-name.md"}
     assert not node.store.blobs.path_for(doomed.id).exists()
     assert "deleted soon" not in chunk_text()
 
@@ -319,7 +324,7 @@ def test_a_scan_that_fails_part_way_purges_nothing(node, tree):
     assert "OSError" in failure.value.message and "c.md" not in failure.value.message
     assert outcomes(report) == {"b.md": ("updated", None)}
     assert set(rows()) == {"a.md", "b.md", "c.md"}, "a.md is gone from the tree but must not be purged"
-    assert repositories.get_repository(node.store, repo_id).last_import_status == "failed"
+    assert sources.get_source(node.store, repo_id).last_scan_status == "failed"
 
     again = import_and_index(node, repo_id)
     assert again.status == "completed" and set(rows()) == {"b.md", "c.md", "d.md"}
@@ -381,7 +386,7 @@ def test_import_takes_a_registered_id_never_a_path(node, tree):
     tree.commit()
     register(node, tree)
     with pytest.raises(NotFound):
-        repositories.resolve_repository(node.store, str(tree.root))
+        sources.resolve_source(node.store, str(tree.root))
     with pytest.raises(NotFound):
         import_repository(node.store, str(tree.root), "DEFAULT", DEFAULT_LIMITS, purge=node.purge)
 
@@ -399,7 +404,7 @@ def test_two_imports_of_one_repository_never_run_at_once(node, tree):
 # ---------------------------------------------------------------- collections and ownership
 
 
-def test_another_repository_cannot_take_over_a_path(node, tree, tmp_path):
+def test_two_repositories_in_one_collection_each_keep_their_own_path(node, tree, tmp_path):
     tree.write("README.md", "# First\n\nfirst repository\n")
     tree.commit()
     other = GitTree(tmp_path / "other")
@@ -409,12 +414,16 @@ def test_another_repository_cannot_take_over_a_path(node, tree, tmp_path):
     first_id, second_id = register(node, tree), register(node, other)
     import_and_index(node, first_id)
     report = import_and_index(node, second_id)
-    assert outcomes(report) == {"README.md": ("skipped", "path_claimed"), "own.md": ("added", None)}
-    assert "first repository" in chunk_text() and "second repository" not in chunk_text()
+    # Identity is (source, path): both READMEs are documents, neither takes the other over.
+    assert outcomes(report) == {"README.md": ("added", None), "own.md": ("added", None)}
+    assert "first repository" in chunk_text() and "second repository" in chunk_text()
+    readmes = Document.select().where(Document.source_path == "README.md")
+    assert {d.source_id for d in readmes} == {first_id, second_id}
     # The first repository's next import neither sees nor purges the second's documents.
     again = import_and_index(node, first_id)
-    assert again.removed.count == 0 and set(rows()) == {"README.md", "own.md"}
-    # Into its own collection the second repository imports everything.
+    assert again.removed.count == 0 and again.unchanged.count == 1
+    assert Document.select().count() == 3
+    # Into its own collection the second repository imports everything again.
     separate = import_and_index(node, second_id, "SECOND")
     assert separate.added.count == 2
 
@@ -436,14 +445,14 @@ def test_unregistering_keeps_or_purges_the_documents(node, tree, tmp_path):
     tree.commit()
     repo_id = register(node, tree)
     import_and_index(node, repo_id)
-    assert repositories.unregister_repository(node.store, repo_id) == 0
+    assert sources.unregister_source(node.store, repo_id) == 0
     assert set(rows()) == {"a.md"}
     # Registered again, the repository adopts its unowned documents instead of duplicating them.
     again = register(node, tree)
     report = import_and_index(node, again)
     assert outcomes(report) == {"a.md": ("unchanged", None)}
-    assert repositories.document_count(again) == 1
-    assert repositories.unregister_repository(node.store, again, purge=node.purge) == 1
+    assert sum(sources.document_counts(again)[again].values()) == 1
+    assert sources.unregister_source(node.store, again, purge=node.purge) == 1
     assert rows() == {} and node.store.blobs.blob_ids() == set()
 
 
