@@ -9,6 +9,7 @@ next start.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -204,10 +205,8 @@ class Runtime:
     def sweep_now(self) -> None:
         """Have admission look for Pending rows now (a tell: never waits)."""
         if self.admission is not None:
-            try:
+            with contextlib.suppress(pykka.ActorDeadError):
                 self.admission.tell(SweepPending())
-            except pykka.ActorDeadError:
-                pass
 
     def state(self) -> AdmissionState:
         return cast(AdmissionState, _started(self.admission).ask(GetAdmissionState(), timeout=10))

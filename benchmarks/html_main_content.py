@@ -35,8 +35,8 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kbtui.extract import html as reader  # noqa: E402
 from kbtui.extract import ExtractionFailed  # noqa: E402
+from kbtui.extract import html as reader  # noqa: E402
 from kbtui.extract.limits import ExtractionLimits  # noqa: E402
 
 DEFAULT_DIRS = [

@@ -36,8 +36,8 @@ from kbtui.cli.sources import index_pending  # noqa: E402
 from kbtui.config import Config  # noqa: E402
 from kbtui.node import Node  # noqa: E402
 from kbtui.sources.repositories import import_repository, register_repository  # noqa: E402
-from kbtui.sources.sync import SyncReport as ImportReport  # noqa: E402
 from kbtui.sources.scan import ScanLimits  # noqa: E402
+from kbtui.sources.sync import SyncReport as ImportReport  # noqa: E402
 
 
 @dataclass(frozen=True)

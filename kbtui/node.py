@@ -44,10 +44,6 @@ from kbtui.reads import (
     read_neighbours,
     status_counts,
 )
-from kbtui.sources.repositories import import_repository, register_repository
-from kbtui.sources.scan import ScanLimits
-from kbtui.sources.watch import SourceWatcher
-from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
     RERANKER_TARGET,
@@ -55,6 +51,10 @@ from kbtui.retrieval.search import (
     SearchResponse,
     SearchService,
 )
+from kbtui.sources.repositories import import_repository, register_repository
+from kbtui.sources.scan import ScanLimits
+from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
+from kbtui.sources.watch import SourceWatcher
 from store import Store, catalog, open_store
 from store import sources as source_catalog
 from store.ann import VectorIndexes

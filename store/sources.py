@@ -23,7 +23,7 @@ import os
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from peewee import BlobField, FloatField, IntegerField, IntegrityError, TextField
@@ -278,7 +278,7 @@ def set_include_sensitive(source_id: str, include: bool) -> None:
         Source.update({Source.include_sensitive: int(include)}).where(Source.id == source_id).execute()
 
 
-def set_watch_state(states: dict[str, str | None]) -> None:
+def set_watch_state(states: Mapping[str, str | None]) -> None:
     """Record how a running node watches each source (None: not watched)."""
     if not states:
         return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Callable
 
 import click
 from rich.console import Console
@@ -13,6 +14,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeRemainingColumn,
 )
@@ -83,6 +85,11 @@ def existing_collection(node: Node, raw: str) -> str:
 def shown(text: str) -> str:
     """Document-controlled text as inert Rich markup: no markup, no control characters."""
     return escape(printable(text))
+
+
+def advance(progress: Progress, task: TaskID) -> Callable[[int, int], None]:
+    """A progress callback (done, total) for one task of ``progress``."""
+    return lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def progress_bar(*, disable: bool) -> Progress:

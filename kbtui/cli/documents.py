@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import click
 from rich.table import Table
 
-from kbtui.cli.common import cli, existing_collection, open_node, progress_bar, shown, stdout
+from kbtui.cli.common import advance, cli, existing_collection, open_node, progress_bar, shown, stdout
 from kbtui.cli.sources import (
     SourceTarget,
     check_source_paths,
@@ -18,13 +19,13 @@ from kbtui.cli.sources import (
     report_troubles,
     storage_failure,
 )
-from kbtui.sources.sync import SyncFailed
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
 from kbtui.node import SourceSync
 from kbtui.printable import human_size, printable
 from kbtui.reads import DocumentRow
+from kbtui.sources.sync import SyncFailed
 
 
 @cli.command()
@@ -80,7 +81,7 @@ def add(
                 task = progress.add_task("scanning", total=None)
                 synced = node.add_source(
                     target.path, collection_id, name=name, include_sensitive=include_sensitive,
-                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                    on_progress=advance(progress, task),
                 )
         except SyncFailed as failure:
             storage_failure(failure)
@@ -114,7 +115,7 @@ def add(
 def _add_upload(ctx: click.Context, collection_id: str, name: str, *, no_wait: bool, as_json: bool) -> int:
     """``kbtui add -``: the bytes on standard input, de-duplicated by content (no path, no source)."""
     limit = ctx.obj.max_document_bytes
-    data = click.get_binary_stream("stdin").read(limit + 1)
+    data = sys.stdin.buffer.read(limit + 1)
     if len(data) > limit:
         raise KbtuiError("standard input holds more than max_document_bytes")
     node = open_node(ctx)

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from kbtui.cli.common import cli, existing_collection, open_node, progress_bar, shown, stdout
+from kbtui.cli.common import advance, cli, existing_collection, open_node, progress_bar, shown, stdout
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError, NoKnowledgeBase, NotFound
 from kbtui.node import Node, SourceRow, preview_unregistered
@@ -152,7 +152,7 @@ def preview(
     if as_json:
         click.echo(json.dumps([r.to_json(with_files=list_files) for r in reports], indent=2))
     else:
-        for target, report in zip(targets, reports):
+        for target, report in zip(targets, reports, strict=True):
             print_scan(target.shown, report, list_files=list_files)
     return 0
 
@@ -219,7 +219,7 @@ def sources_group(ctx: click.Context, collection: str | None, as_json: bool) -> 
     if ctx.invoked_subcommand is not None:
         return None
     node = open_node(ctx, read_only=True)
-    rows = node.sources(existing_collection(node, collection))
+    rows = node.sources(existing_collection(node, collection) if collection is not None else None)
     if as_json:
         click.echo(json.dumps([source_json(r) for r in rows], indent=2))
     elif rows:
@@ -301,7 +301,7 @@ def sync_command(
                 task = progress.add_task("scanning", total=None)
                 report = node.sync_source(
                     row.source.id, dry_run=dry_run,
-                    on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                    on_progress=advance(progress, task),
                 )
         except SyncFailed as failure:
             storage_failure(failure)

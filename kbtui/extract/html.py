@@ -219,10 +219,10 @@ def keep_main_content(
         if element.kind == "heading" and keep[index]:
             keep[index] = _section_has_content(elements, keep, index)
     total = sum(len(e.text) for e in elements)
-    if sum(len(e.text) for e, kept in zip(elements, keep) if kept) < INDEX_PAGE_SHARE * total:
+    if sum(len(e.text) for e, kept in zip(elements, keep, strict=True) if kept) < INDEX_PAGE_SHARE * total:
         return elements
     out = ElementCollector(max_chars)
-    for element, kept in zip(elements, keep):
+    for element, kept in zip(elements, keep, strict=True):
         if kept:
             out.add(element.kind, element.text, level=element.level, language=element.language)
     return out.elements
@@ -239,7 +239,7 @@ def _restore_short_gaps(keep: list[bool]) -> None:
         end = index
         while end < len(keep) and not keep[end]:
             end += 1
-        if 0 < index and end < len(keep) and end - index <= CONTENT_GAP:
+        if index > 0 and end < len(keep) and end - index <= CONTENT_GAP:
             keep[index:end] = [True] * (end - index)
         index = end
 

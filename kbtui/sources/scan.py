@@ -293,6 +293,7 @@ class SourceScan:
             raise SourceUnavailable("the source's folder cannot be opened as a directory") from None
 
     def _check_root_unchanged(self, path: Path) -> None:
+        assert self._root_fd is not None, "checked while the scan holds its root open"
         opened, named = os.fstat(self._root_fd), os.stat(path, follow_symlinks=False)
         if (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
             raise SourceUnavailable("the source's folder was replaced during the scan")
@@ -476,7 +477,7 @@ class SourceScan:
             head = data[:SNIFF_BYTES] if needs_content(source_path) else None
             detected = detect_format(source_path.rsplit("/", 1)[-1], head)
             if detected.format is None:
-                raise _Refused(SkipReason(detected.reason), len(data))
+                raise _Refused(SkipReason(detected.reason or SkipReason.UNSUPPORTED_FORMAT), len(data))
         except SourceRefused as refused:
             self.bytes_accepted -= charged
             raise _Refused(SkipReason(refused.reason.value), refused.size) from None

@@ -298,8 +298,10 @@ def _exclusive_sync(home: Path, source_id: str) -> Iterator[None]:
         yield
 
 
-def _own_data_inside(root: Path, home: Path) -> tuple[str, ...]:
+def _own_data_inside(root: Path, home: Path | None) -> tuple[str, ...]:
     """The knowledge base's data directory, relative to ``root``, when it lies inside it."""
+    if home is None:
+        return ()
     try:
         inside = Path(os.path.realpath(home)).relative_to(root)
     except ValueError:
@@ -370,6 +372,11 @@ class _Sync:
         self.moved_from: set[str] = set()
         self.registered = bool(source.id)
         self.by_path: dict[str, PathDocument] = catalog.documents_of(source.id) if self.registered else {}
+
+    def _written_store(self) -> Store:
+        # Only a dry run (a preview of an unregistered path) goes without a store.
+        assert self.store is not None, "a sync that writes has a store"
+        return self.store
 
     def run(self) -> SyncReport:
         root = Path(self.source.root)
@@ -442,7 +449,7 @@ class _Sync:
             return
         if current is not None:
             if self.dry_run or catalog.update_source_document(
-                self.store, current.document_id,
+                self._written_store(), current.document_id,
                 fmt=accepted.fmt, data=accepted.data, content_hash=accepted.content_hash, state=accepted.state,
             ):
                 self.report.record(path, "updated", size, document_id=current.document_id)
@@ -452,7 +459,7 @@ class _Sync:
         if previous is not None:
             moved = self.by_path[previous]
             if self.dry_run or catalog.move_source_document(
-                self.store, moved.document_id, source_path=path, state=accepted.state
+                self._written_store(), moved.document_id, source_path=path, state=accepted.state
             ):
                 self.moved_from.add(previous)
                 self.report.record(path, "renamed", size, document_id=moved.document_id, previous_path=previous)
@@ -463,7 +470,7 @@ class _Sync:
             self.report.record(path, "added", size)
             return
         document_id = catalog.add_source_document(
-            self.store, self.source.id, self.source.collection_id,
+            self._written_store(), self.source.id, self.source.collection_id,
             source_path=path, display_name=path, fmt=accepted.fmt,
             data=accepted.data, content_hash=accepted.content_hash, state=accepted.state,
         )

@@ -19,8 +19,8 @@ from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
 from kbtui.reads import CatalogSnapshot
-from kbtui.sources.sync import SyncReport
 from kbtui.retrieval.search import Hit, SearchResponse
+from kbtui.sources.sync import SyncReport
 
 
 @dataclass

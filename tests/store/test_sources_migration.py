@@ -23,7 +23,7 @@ from store.blobs import seal_name
 from store.catalog import create_document
 from store.db import database
 from store.sources import root_digest
-from tests.sources.conftest import DEFAULT_LIMITS, GitTree, isolated_git  # noqa: F401 - a fixture
+from tests.sources.conftest import DEFAULT_LIMITS, GitTree, isolated_git  # noqa: F401 - the fixture, used by name
 
 
 @pytest.fixture
@@ -64,7 +64,8 @@ def _imported(store, repository_id: str, collection: str, path: str, data: bytes
     )
 
 
-def test_repositories_become_git_sources_and_every_document_stays(home, tmp_path, schema_5, monkeypatch, isolated_git):
+@pytest.mark.usefixtures("isolated_git")
+def test_repositories_become_git_sources_and_every_document_stays(home, tmp_path, schema_5, monkeypatch):
     tree = GitTree(tmp_path / "repo")
     tree.write("a.md", "# A\n\nalpha\n")
     tree.write("b.md", "# B\n\nbravo\n")

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.widgets import DataTable, Footer, ProgressBar, Static
 from textual.worker import Worker, WorkerState
@@ -157,7 +158,7 @@ class SourcesScreen(KbtuiScreen):
         else:
             for source_id, row in rows.items():
                 if row != self.rows.get(source_id):
-                    for column, value in zip(table.columns, self._cells(row)):
+                    for column, value in zip(table.columns, self._cells(row), strict=True):
                         table.update_cell(source_id, column, value)
         self.rows = rows
         if not rows and self.scanning is None:
@@ -177,7 +178,7 @@ class SourcesScreen(KbtuiScreen):
         table = self.query_one("#sources-table", DataTable)
         if not self.rows or table.cursor_row < 0 or table.cursor_row >= table.row_count:
             return None
-        return str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value)
+        return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
 
     @on(DataTable.RowHighlighted, "#sources-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
