@@ -17,9 +17,10 @@ into notifications that carry an error type or a content-free message only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from kbtui.tui.messages import (
     DocumentsChanged,
     DocumentStatusUpdated,
     NodeModeDecided,
+    NodeStopped,
     OpenDocument,
     OpenHit,
     ReindexRequested,
@@ -75,7 +77,12 @@ from kbtui.tui.widgets.ingest_header import IngestHeader, Throughput
 log = logging.getLogger(__name__)
 
 TERMINAL = (Status.INDEXED.value, Status.FAILED.value)
+IN_STAGES = (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+# After the second q: how long the app waits for the stop before it leaves anyway.
+LEAVE_NOW_BOUND_S = 1.0
 SEARCH_SCREEN = "search"
+# At exit, how long the node may take to stop before the process leaves without it.
+DETACH_AFTER_S = 1.0
 # Worker groups whose screens report their own failures.
 SELF_REPORTING_GROUPS = ("ask", "ask-search")
 
@@ -128,6 +135,9 @@ class KbtuiApp(App[int]):
         self.last_stamp: tuple[int, float] | None = None
         self._live: dict[str, DocumentStatusChanged] = {}
         self._stopping = False
+        self._stopping_runtime: Runtime | None = None
+        self._quit_deadline = 0.0
+        self._quit_ticker = None
         self._header_stale = False
         self.documents_screen = DocumentsScreen(node, self.collection_id, clock=self.clock)
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
@@ -192,22 +202,63 @@ class KbtuiApp(App[int]):
         runtime, bridge = self.runtime, self.bridge
         self.runtime = self.bridge = None
         if runtime is not None:
-            runtime.stop(drain_timeout_s=drain_timeout_s)
+            self._stopping_runtime = runtime
+            try:
+                runtime.stop(drain_timeout_s=drain_timeout_s)
+            finally:
+                self._stopping_runtime = None
         if bridge is not None:
             try:
                 bridge.stop(timeout=5)
             except (pykka.ActorDeadError, pykka.Timeout):
                 pass
 
-    async def action_quit(self) -> None:
-        if self.runtime is None or self._stopping:
+    def action_quit(self) -> None:
+        """First ``q``: stop the node, showing what drains and for how long.
+        Second ``q`` (or nothing left to drain): leave now. Never blocks the UI loop."""
+        if self._stopping:
+            self.leave_now()
+            return
+        if self.runtime is None:
             self.exit(0)
             return
         self._stopping = True
-        drain = self.node.config.shutdown_drain_timeout_s
-        self.notify(f"Stopping the node: in-flight documents get up to {drain:.0f} s. Press q again to leave now.")
-        await asyncio.to_thread(self.stop_node)
+        self._quit_deadline = time.monotonic() + self.node.config.shutdown_drain_timeout_s
+        self._show_quit_notice()
+        self._quit_ticker = self.set_interval(1.0, self._show_quit_notice)
+        self._stop_then_exit()
+
+    @work(thread=True, exclusive=True, group="quit", exit_on_error=False)
+    def _stop_then_exit(self) -> None:
+        try:
+            self.stop_node()
+        finally:
+            self.post_message(NodeStopped())
+
+    def on_node_stopped(self, message: NodeStopped) -> None:
         self.exit(0)
+
+    def leave_now(self) -> None:
+        """Stop waiting for in-flight documents (they resume at the next start) and leave."""
+        runtime = self._stopping_runtime or self.runtime
+        if runtime is not None:
+            runtime.hurry()
+        # The stop finishes within a second or so (inference is interrupted);
+        # leave regardless after a bound, run_app detaches what is left.
+        self.set_timer(LEAVE_NOW_BOUND_S, lambda: self.exit(0))
+        self.clear_notifications()
+        self.notify("Leaving now; unfinished documents resume at the next start.", timeout=5)
+
+    def _show_quit_notice(self) -> None:
+        left = max(0.0, self._quit_deadline - time.monotonic())
+        counts = self.documents_screen.counts
+        in_flight = self.queue.in_flight if self.queue is not None else 0
+        self.clear_notifications()
+        self.notify(quit_notice(in_flight, counts, left), title="Quitting", timeout=2)
+
+    def stop_in_progress(self) -> bool:
+        """A stop of this app's pipeline has not finished (e.g. its thread is stuck)."""
+        return self._stopping_runtime is not None
 
     def on_unmount(self) -> None:
         # Left without q (a test, an error): stop at once; unfinished documents stay queued.
@@ -281,6 +332,8 @@ class KbtuiApp(App[int]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # A dialog keeps the keyboard to itself (the palette stays available).
+        if action == "quit" and self._stopping:
+            return True  # the second q leaves from anywhere
         if isinstance(self.screen, ModalScreen) and action in {
             "quit", "focus_search", "help", "switch_collection", "import_repository", "ask", "change_theme",
             "show_documents",
@@ -508,6 +561,19 @@ class KbtuiApp(App[int]):
             self.notify(f"{worker.group} failed ({type(error).__name__})", severity="error", timeout=10)
 
 
+def quit_notice(in_flight: int, counts: dict[str, int], seconds_left: float) -> str:
+    """What the first ``q`` says: what is draining, how long it may take, how to leave now."""
+    stages = ", ".join(f"{status} {counts[status]}" for status in IN_STAGES if counts.get(status))
+    if in_flight:
+        what = f"{in_flight} document{'s' if in_flight != 1 else ''} in flight" + (f" ({stages})" if stages else "")
+    else:
+        what = "nothing in flight"
+    return (
+        f"Stopping the node: {what}, up to {seconds_left:.0f} s more.\n"
+        "q again: leave now (they resume at the next start)."
+    )
+
+
 def run_app(config: Config) -> int:
     """Open the node for ``config.home`` and run the terminal UI until the operator quits.
 
@@ -522,7 +588,21 @@ def run_app(config: Config) -> int:
     )
     app = KbtuiApp(node)
     try:
-        return app.run() or 0
+        code = app.run() or 0
     finally:
-        app.stop_node(drain_timeout_s=0)
-        node.close()
+        stopper = threading.Thread(target=app.stop_node, kwargs={"drain_timeout_s": 0}, daemon=True)
+        stopper.start()
+        deadline = time.monotonic() + DETACH_AFTER_S
+        stopper.join(DETACH_AFTER_S)
+        while app.stop_in_progress() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if stopper.is_alive() or app.stop_in_progress():
+        # A pipeline thread is stuck (a hung provider): leave without running
+        # native destructors under it, which could abort the process.
+        log.warning("the node did not stop in time; leaving (its documents resume at the next start)")
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    node.close()
+    return code

@@ -57,6 +57,11 @@ class NodeModeDecided(Message):
 
 
 @dataclass
+class NodeStopped(Message):
+    """The pipeline this process ran has stopped (the app may leave)."""
+
+
+@dataclass
 class CatalogPolled(Message):
     """The cheap once-a-second look at the database found something to show."""
 
