@@ -48,6 +48,15 @@ class DocumentRow:
     indexed_at: float | None
 
 
+# Statuses a document holds only while a node works on it.
+IN_STAGES = (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+
+
+def is_interrupted(status: str, node_running: bool) -> bool:
+    """A document left mid-stage by a node that stopped: it resumes at the next start."""
+    return not node_running and status in IN_STAGES
+
+
 class NameCache:
     """Decrypted display names by document id (a document's name never changes)."""
 
@@ -119,6 +128,14 @@ def load_document_rows(
         for values in query.where(Document.id.in_(ids[start : start + 500])).tuples():
             rows[values[0]] = _row(names, values)
     return [rows[d] for d in ids if d in rows]
+
+
+def document_ids_with_prefix(prefix: str, collection_id: str | None, limit: int) -> list[str]:
+    """Up to ``limit`` ids starting with ``prefix`` (lower-case hex), of one collection or all."""
+    query = Document.select(Document.id).where(Document.id.startswith(prefix)).order_by(Document.id).limit(limit)
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    return [row.id for row in query]
 
 
 def status_counts(collection_id: str | None = None) -> dict[str, int]:

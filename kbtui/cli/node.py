@@ -12,6 +12,7 @@ import click
 
 from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
+from kbtui.reasons import INTERRUPTED
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
 
 
@@ -50,7 +51,9 @@ def status(ctx: click.Context, as_json: bool) -> int:
     state = node.status()
     running, queue, counts = state.running, state.published, state.counts
     if as_json:
-        click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
+        click.echo(json.dumps(
+            {"node_running": running, "queue": queue, "documents": counts, "interrupted": state.interrupted}, indent=2
+        ))
         return 0
     stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
     if queue:
@@ -60,6 +63,9 @@ def status(ctx: click.Context, as_json: bool) -> int:
             + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
         )
     stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    if state.interrupted:
+        stopped = ", ".join(f"{k} {v}" for k, v in sorted(state.interrupted.items()))
+        stdout.print(f"[yellow]interrupted[/]: {stopped} ({INTERRUPTED})")
     return 0
 
 

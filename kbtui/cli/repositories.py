@@ -12,8 +12,9 @@ from rich.table import Table
 
 from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
 from kbtui.collections import canonical_collection_id
-from kbtui.node import Node, RepositoryRow
-from kbtui.printable import human_size
+from kbtui.node import Node, RegisteredRepository, RepositoryRow
+from kbtui.errors import NotFound
+from kbtui.printable import human_size, printable
 from kbtui.reads import Status
 from kbtui.repository.importer import ImportFailed, ImportReport
 
@@ -86,11 +87,25 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
 def repo_rm(ctx: click.Context, repository: str, purge: bool) -> int:
     """Forget a registration (its documents stay unless --purge)."""
     node = open_node(ctx)
-    row = node.resolve_repository(repository)
+    row = node.resolve_repository(registered_repository(node, repository).id)
     purged = node.unregister_repository(row.repository.id, purge=purge)
     detail = f"{purged} document(s) purged" if purge else f"{row.document_count} document(s) kept"
     stdout.print(f"removed repository {row.repository.id} ({detail})")
     return 0
+
+
+def registered_repository(node: Node, reference: str) -> RegisteredRepository:
+    """The registration ``reference`` names (name, id or id prefix), or an error
+    that says what is wanted and which names are registered."""
+    try:
+        return node.resolve_repository(reference).repository
+    except NotFound:
+        names = [row.repository.name for row in node.repositories()]
+        known = f"registered: {', '.join(printable(n) for n in names)}" if names else "none is registered yet"
+        raise NotFound(
+            f"no such repository: give a registered repository's name or id, not a path ({known}); "
+            "register a path with kbtui repo add PATH"
+        ) from None
 
 
 def index_pending(node: Node, document_ids: Sequence[str], *, quiet: bool) -> list[str]:
@@ -112,7 +127,7 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
     """Import a registered repository (by id or name): add, update, remove, skip."""
     collection_id = canonical_collection_id(collection)
     node = open_node(ctx)
-    registered = node.resolve_repository(repository).repository
+    registered = registered_repository(node, repository)
     try:
         with progress_bar(disable=as_json) as progress:
             task = progress.add_task("scanning", total=None)

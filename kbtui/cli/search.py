@@ -68,7 +68,7 @@ def search(
     """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
     node = open_node(ctx, read_only=True)
     collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
-    document_id = node.resolve(document, collection_id) if document else None
+    document_id = node.find_document(document, collection_id).document_id if document else None
     response = node.search(query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors)
     if as_json:
         payload: dict[str, object] = {
