@@ -41,7 +41,9 @@ from kbtui.reads import (
     is_interrupted,
     load_document_detail,
     load_document_rows,
+    ReaderText,
     read_document_text,
+    read_reader_text,
     read_neighbours,
     status_counts,
 )
@@ -107,6 +109,8 @@ class NodeStatus:
 
 
 MIN_ID_PREFIX = 4
+# The reader shows up to this much of a document (the rest is said to be cut).
+READER_MAX_CHARS = 4_000_000
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -398,6 +402,14 @@ class Node:
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:
         """Up to ``max_chars`` of a served document's text, stitched from its chunks."""
         return read_document_text(
+            document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
+        )
+
+    @_connected
+    def reader_text(self, document_id: str, collection_id: str, max_chars: int = READER_MAX_CHARS) -> ReaderText | None:
+        """A served document's whole text (up to ``max_chars``) with where each
+        chunk and heading starts: what the terminal UI's reader shows."""
+        return read_reader_text(
             document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
         )
 

@@ -302,6 +302,62 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
     document costs no more than a small one. Each read is a single statement,
     so it sees one snapshot even while the document is being re-indexed.
     """
+    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    if stitched is None:
+        return None
+    document, stitcher, first_heading = stitched
+    text = stitcher.text()
+    return DocumentText(
+        collection_id=document[1], document_id=document[0], source_path=document[2],
+        first_heading_path=first_heading, text=text[:max_chars], truncated=len(text) > max_chars,
+    )
+
+
+@dataclass(frozen=True)
+class ReaderMark:
+    """A place in a :class:`ReaderText`: where a chunk's text or a heading line starts."""
+
+    offset: int
+    chunk_id: str
+    heading_path: str
+    symbol: str | None
+    page: int | None
+
+
+@dataclass(frozen=True)
+class ReaderText:
+    """A served document's whole text for reading, with where each chunk and
+    each heading line starts in it (headings are lines of their own, ``# A > B``)."""
+
+    document_id: str
+    collection_id: str
+    source_path: str
+    text: str
+    chunks: tuple[ReaderMark, ...]
+    headings: tuple[ReaderMark, ...]
+    truncated: bool
+
+    def offset_of(self, chunk_id: str) -> int | None:
+        """Where ``chunk_id``'s text starts (None: not in this text)."""
+        return next((mark.offset for mark in self.chunks if mark.chunk_id == chunk_id), None)
+
+
+def read_reader_text(document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int) -> ReaderText | None:
+    """The reader's view of a served document (see :func:`read_document_text`)."""
+    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    if stitched is None:
+        return None
+    document, stitcher, _ = stitched
+    text = stitcher.text()
+    return ReaderText(
+        document_id=document[0], collection_id=document[1], source_path=document[2], text=text[:max_chars],
+        chunks=tuple(m for m in stitcher.chunk_marks if m.offset <= max_chars),
+        headings=tuple(m for m in stitcher.heading_marks if m.offset <= max_chars),
+        truncated=len(text) > max_chars,
+    )
+
+
+def _stitch(document_id: str, collection_id: str, max_chars: int, overlap_limit: int):  # noqa: ANN202
     document = database.execute_sql(
         "SELECT d.id, d.collection_id, COALESCE(d.source_path, '') FROM document AS d "
         f"WHERE d.id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}",
@@ -328,11 +384,7 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
                 stitcher.add(record)
     finally:
         cursor.close()
-    text = stitcher.text()
-    return DocumentText(
-        collection_id=document[1], document_id=document[0], source_path=document[2],
-        first_heading_path=first_heading, text=text[:max_chars], truncated=len(text) > max_chars,
-    )
+    return document, stitcher, first_heading
 
 
 class _Stitcher:
@@ -343,6 +395,8 @@ class _Stitcher:
         self.pieces: list[str] = []
         self.length = 0
         self.previous: ChunkRecord | None = None
+        self.chunk_marks: list[ReaderMark] = []
+        self.heading_marks: list[ReaderMark] = []
 
     def __len__(self) -> int:
         return self.length
@@ -355,14 +409,27 @@ class _Stitcher:
         previous = self.previous
         if previous is not None and previous.section_key == record.section_key and previous.heading_path == record.heading_path:
             overlap = chunk_overlap(previous.text, record.text, self.overlap_limit)
-            self._append(record.text[overlap:] if overlap else "\n\n" + record.text)
+            if overlap:
+                self._mark_chunk(record, self.length - overlap)
+                self._append(record.text[overlap:])
+            else:
+                self._append("\n\n")
+                self._mark_chunk(record, self.length)
+                self._append(record.text)
         else:
             if previous is not None:
                 self._append("\n\n")
             if record.heading_path:
+                self.heading_marks.append(
+                    ReaderMark(self.length, record.chunk_id, record.heading_path, record.symbol, record.page)
+                )
                 self._append(f"# {record.heading_path}\n\n")
+            self._mark_chunk(record, self.length)
             self._append(record.text)
         self.previous = record
+
+    def _mark_chunk(self, record: ChunkRecord, offset: int) -> None:
+        self.chunk_marks.append(ReaderMark(offset, record.chunk_id, record.heading_path, record.symbol, record.page))
 
     def _append(self, piece: str) -> None:
         self.pieces.append(piece)

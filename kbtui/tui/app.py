@@ -57,6 +57,7 @@ from kbtui.tui.messages import (
     NodeStopped,
     OpenDocument,
     OpenHit,
+    OpenReader,
     ReindexRequested,
     WorkFailed,
 )
@@ -69,6 +70,7 @@ from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
 from kbtui.tui.screens.help import HelpScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.repository_import import ImportScreen
 from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
@@ -383,6 +385,12 @@ class KbtuiApp(App[int]):
 
     def on_open_hit(self, message: OpenHit) -> None:
         self.push_screen(HitPreviewScreen(self.node, message.hit, message.query, message.fallback_name, message.fusion))
+
+    def on_open_reader(self, message: OpenReader) -> None:
+        self.push_screen(ReaderScreen(
+            self.node, message.document_id, message.collection_id, title=message.title, query=message.query,
+            chunk_id=message.chunk_id,
+        ))
 
     def focused_document(self) -> tuple[str, str] | None:
         """(id, name) of the document the operator is looking at, if any."""

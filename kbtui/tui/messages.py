@@ -122,6 +122,17 @@ class OpenDocument(Message):
 
 
 @dataclass
+class OpenReader(Message):
+    """Read a document's whole text: at ``chunk_id`` when given, ``query``'s words highlighted."""
+
+    document_id: str
+    collection_id: str
+    title: str
+    query: str = ""
+    chunk_id: str | None = None
+
+
+@dataclass
 class OpenHit(Message):
     """Show a search hit in context."""
 
