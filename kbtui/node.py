@@ -38,6 +38,7 @@ from kbtui.reads import (
     NameCache,
     catalog_stamp,
     document_ids_with_prefix,
+    indexed_chunk_total,
     is_interrupted,
     load_document_detail,
     load_document_rows,
@@ -449,6 +450,7 @@ class Node:
             queue=queue,
             collections=tuple(catalog.list_collections()),
             node_running=running,
+            indexed_chunks=indexed_chunk_total(collection_id),
         )
 
     @_connected

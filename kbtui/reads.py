@@ -156,6 +156,15 @@ def catalog_stamp(collection_id: str) -> tuple[int, float]:
     return int(count), float(newest)
 
 
+def indexed_chunk_total(collection_id: str) -> int:
+    """How many chunks the collection's Indexed documents have (chunks/s is its rate)."""
+    (total,) = database.execute_sql(
+        "SELECT COALESCE(sum(chunk_count), 0) FROM document WHERE collection_id = ? AND status = ?",
+        [collection_id, Status.INDEXED.value],
+    ).fetchone()
+    return int(total)
+
+
 @dataclass(frozen=True)
 class CatalogSnapshot:
     """What a cheap look at the catalog saw: a change stamp for one collection,
@@ -168,6 +177,7 @@ class CatalogSnapshot:
     queue: AdmissionChanged | None
     collections: tuple[str, ...]
     node_running: bool
+    indexed_chunks: int = 0
 
 
 # ---------------------------------------------------------------- document detail

@@ -43,16 +43,19 @@ from kbtui.errors import OPERATOR_ERRORS
 from kbtui.logs import configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
+from kbtui.rates import duration_text, eta_seconds
 from kbtui.reads import Status
 from kbtui.tui.bridge import TuiBridge
 from kbtui.tui.commands import KbtuiCommands
 from kbtui.tui.messages import (
     AddRequested,
+    AddsSkipped,
     AdmissionUpdated,
     CatalogPolled,
     DeleteRequested,
     DocumentsChanged,
     DocumentStatusUpdated,
+    FailuresRequested,
     NodeModeDecided,
     NodeStopped,
     OpenDocument,
@@ -68,13 +71,15 @@ from kbtui.tui.screens.collections import CollectionsScreen
 from kbtui.tui.screens.confirm import ConfirmScreen
 from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
+from kbtui.tui.screens.failures import FailuresScreen
 from kbtui.tui.screens.help import HelpScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
 from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.repository_import import ImportScreen
 from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
-from kbtui.tui.widgets.ingest_header import IngestHeader, Throughput
+from kbtui.tui.batch import WAITING, BatchTracker
+from kbtui.tui.widgets.ingest_header import IngestHeader, IngestView, Throughput
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +137,9 @@ class KbtuiApp(App[int]):
         self.bridge: pykka.ActorRef | None = None
         self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
+        self.chunk_throughput = Throughput()
+        self.batches = BatchTracker()
+        self.waiting = 0
         self.rate = 0.0
         self.finished_total = 0
         self.last_stamp: tuple[int, float] | None = None
@@ -305,15 +313,24 @@ class KbtuiApp(App[int]):
             return
         self.known_collections = snapshot.collections
         counts = dict(snapshot.status_counts)
-        self.documents_screen.show_counts(counts)
+        now = self.clock()
+        finished = self.finished_total
         if self.mode == "client":
             self.queue = snapshot.queue
-            self.throughput.record(self.clock(), counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0))
-        else:
-            self.throughput.record(self.clock(), self.finished_total)
+            finished = counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0)
+        self.throughput.record(now, finished)
+        self.chunk_throughput.record(now, snapshot.indexed_chunks)
         self.rate = self.throughput.per_second()
+        self.waiting = sum(counts.get(status, 0) for status in WAITING)
+        ended = self.batches.observe(now, counts, finished)
+        self.documents_screen.show_counts(counts, node_running=snapshot.node_running)
+        self.documents_screen.show_batch(self._batch_line())
+        if ended is not None and (ended.added or ended.updated or ended.failed):
+            self.notify(f"Batch done: {ended.text()}" + (" (x: failures)" if ended.failed else ""),
+                        title="Ingestion", severity="warning" if ended.failed else "information", timeout=15)
         header = self.documents_screen.query_one(IngestHeader)
-        header.record_depth(self.queue.queue_depth if self.queue else 0)
+        header.record_depth(self.queue.queue_depth if self.queue else 0,
+                            self.queue.queue_capacity if self.queue else None)
         self._show_header()
         if snapshot.stamp != self.last_stamp:
             self.last_stamp = snapshot.stamp
@@ -325,10 +342,26 @@ class KbtuiApp(App[int]):
             self.mode = "client"
             self._show_header()
 
+    def _batch_line(self) -> str:
+        started = self.batches.started_at()
+        if started is not None:
+            return f"batch running for {duration_text(self.clock() - started)}"
+        if self.batches.last is not None:
+            return f"last batch: {self.batches.last.text()}"
+        return ""
+
+    def ingest_view(self) -> IngestView:
+        """What the header shows now."""
+        return IngestView(
+            self.mode, self.collection_id, self.queue, documents_per_s=self.rate,
+            chunks_per_s=self.chunk_throughput.per_second(), eta_s=eta_seconds(self.waiting, self.rate),
+            waiting=self.waiting,
+        )
+
     def _show_header(self) -> None:
         self._header_stale = False
         if self.documents_screen.ready:
-            self.documents_screen.query_one(IngestHeader).show(self.mode, self.collection_id, self.queue, self.rate)
+            self.documents_screen.query_one(IngestHeader).show(self.ingest_view())
 
     # ------------------------------------------------------------ navigation
 
@@ -385,6 +418,14 @@ class KbtuiApp(App[int]):
 
     def on_open_hit(self, message: OpenHit) -> None:
         self.push_screen(HitPreviewScreen(self.node, message.hit, message.query, message.fallback_name, message.fusion))
+
+    def on_failures_requested(self, message: FailuresRequested) -> None:
+        self.show_failures()
+
+    def show_failures(self) -> None:
+        """The failed documents of the active collection, why, and retry."""
+        if not isinstance(self.screen, FailuresScreen):
+            self.push_screen(FailuresScreen(self.node, self.collection_id))
 
     def on_open_reader(self, message: OpenReader) -> None:
         self.push_screen(ReaderScreen(
@@ -446,6 +487,7 @@ class KbtuiApp(App[int]):
     def action_add_files(self) -> None:
         def chosen(path: str | None) -> None:
             if path:
+                self.documents_screen.following = True  # watch the new documents arrive
                 self.add_path(path, self.collection_id)
 
         self.push_screen(AddFilesScreen(), chosen)
@@ -461,9 +503,13 @@ class KbtuiApp(App[int]):
         too large, changed while read) is counted by reason; the rest are added.
         """
         report = self.node.add_files(collect_files([os.path.expanduser(raw)]), collection_id)
+        self.post_message(AddsSkipped(report.already_present + len(report.refused)))
         self._sweep_now()
         summary = report.summary()
         self.post_message(DocumentsChanged(collection_id, summary + self._who_indexes()))
+
+    def on_adds_skipped(self, message: AddsSkipped) -> None:
+        self.batches.note_skipped(message.count)
 
     def on_delete_requested(self, message: DeleteRequested) -> None:
         self.confirm_delete(message.document_id, message.name, leave_screen=message.leaving)

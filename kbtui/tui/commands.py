@@ -29,6 +29,7 @@ def palette_commands(app: KbtuiApp) -> list[PaletteCommand]:
         PaletteCommand("Documents", "Show the documents list", app.action_show_documents),
         PaletteCommand("Add files", "Add a file or every supported file under a directory (a)", app.action_add_files),
         PaletteCommand("Reindex all documents", "Run ingestion again for the whole collection (R)", app.confirm_reindex_all),
+        PaletteCommand("Failures", "Failed documents, why each failed, retry (x)", app.show_failures),
         PaletteCommand("Import a repository", "Import a registered Git repository (i)", app.action_import_repository),
         PaletteCommand("Ask a question", "Answer from the knowledge base with a local chat model (k)", app.action_ask),
         PaletteCommand("Switch collection", "Pick or create a collection (c)", app.action_switch_collection),

@@ -143,6 +143,18 @@ class OpenHit(Message):
 
 
 @dataclass
+class FailuresRequested(Message):
+    """Show the failed documents of the active collection, by reason."""
+
+
+@dataclass
+class AddsSkipped(Message):
+    """An add of this UI left ``count`` files out (already present or refused)."""
+
+    count: int
+
+
+@dataclass
 class AddRequested(Message):
     """Ask for a path to add to the active collection."""
 

@@ -13,7 +13,8 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, T
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.reads import DocumentDetail
+from kbtui.reads import DocumentDetail, Status
+from kbtui.reasons import explain_reason
 from kbtui.tui.messages import DeleteRequested, OpenReader, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size, status_cell
@@ -31,6 +32,9 @@ def metadata_text(detail: DocumentDetail) -> Text:
     text.append("status    ", style="dim")
     text.append_text(status)
     text.append(f"   {row.chunk_count} chunks · {len(detail.sections)} sections · {human_size(row.size_bytes)} {row.format}\n")
+    if row.status == Status.FAILED.value and row.reason:
+        text.append("why       ", style="dim")
+        text.append(f"{explain_reason(row.reason)} (r: retry)\n", style="red")
     if row.source_path:
         text.append("source    ", style="dim")
         text.append(printable(row.source_path) + "\n")
