@@ -27,7 +27,8 @@ ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 # document so the reindexer can find documents extracted by an older parser.
 # 3: a document of headings only is indexed by its headings; an HTML text node
 # over libxml2's 10 MB no longer fails the whole page.
-PARSER_VERSION = 3
+# 4: a PDF outline heading goes where its title is printed on the page, not at the page's top.
+PARSER_VERSION = 4
 
 # Fixed, content-free reasons an extraction fails with.
 EXTRACT_TIMEOUT = "extract_timeout"  # the parser did not finish before the deadline

@@ -91,7 +91,7 @@ SEARCH_SCREEN = "search"
 # At exit, how long the node may take to stop before the process leaves without it.
 DETACH_AFTER_S = 1.0
 # Worker groups whose screens report their own failures.
-SELF_REPORTING_GROUPS = ("ask", "ask-search")
+SELF_REPORTING_GROUPS = ("ask", "ask-search", "ask-probe")
 
 
 @dataclass(frozen=True)

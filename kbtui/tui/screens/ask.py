@@ -19,9 +19,43 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
+from kbtui.config import Config
 from kbtui.node import Node
+from kbtui.printable import printable
 from kbtui.retrieval.search import SearchResponse
-from kbtui.tools.ask import AskOutcome, answer_question, search_instead
+from kbtui.tools.ask import STATUS_MESSAGES, AskOutcome, answer_question, search_instead
+from kbtui.tools.locality import decide, effective_chat_model
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def chat_model_problem(config: Config, model: str | None = None) -> str | None:
+    """Why no chat model would answer, found before anything is typed (None: it looks fine).
+
+    Asks the Ollama server about the model only (no question, no document
+    text), with a short timeout, and only when the model is allowed at all.
+    """
+    import httpx
+    import ollama
+
+    endpoint = effective_chat_model(config, pinned_model=model)
+    if not endpoint.model:
+        return STATUS_MESSAGES["no_chat_model"]
+    decision = decide(endpoint, allow_cloud_model_access=config.allow_cloud_model_access is True)
+    if not decision.tools_allowed:
+        return decision.notice()
+    client = ollama.Client(host=endpoint.host, timeout=PROBE_TIMEOUT_S, trust_env=False)
+    try:
+        client.show(endpoint.model)
+    except ollama.ResponseError as exc:
+        return STATUS_MESSAGES["chat_model_not_found" if exc.status_code == 404 else "chat_model_error"]
+    except (ConnectionError, httpx.TransportError):
+        return STATUS_MESSAGES["chat_model_unreachable"]
+    except Exception:  # noqa: BLE001 - a probe: whatever else, let the question find out
+        return None
+    finally:
+        client.close()
+    return None
 
 
 class AskScreen(Screen[None]):
@@ -61,12 +95,15 @@ class AskScreen(Screen[None]):
         *,
         collection_id: str,
         model_label: str,
+        probe: Callable[[], str | None] | None = None,
         name: str | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id)
         self._ask = ask
         self._search = search
+        self._probe = probe
+        self.no_model: str | None = None
         self.collection_id = collection_id
         self.model_label = model_label
         self.question = ""
@@ -83,6 +120,7 @@ class AskScreen(Screen[None]):
             lambda question: search_instead(node, question, collection_id, limit=config.search_limit),
             collection_id=collection_id,
             model_label=model or config.chat_model,
+            probe=lambda: chat_model_problem(config, model),
         )
 
     def compose(self) -> ComposeResult:
@@ -99,6 +137,27 @@ class AskScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#ask-actions").display = False
         self.query_one("#ask-question", Input).focus()
+        if self._probe is not None:
+            self._run_probe()
+
+    class Probed(Message):
+        """Whether a chat model would answer, found when the screen opened."""
+
+        def __init__(self, problem: str | None) -> None:
+            super().__init__()
+            self.problem = problem
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ask-probe")
+    def _run_probe(self) -> None:
+        assert self._probe is not None
+        self.post_message(self.Probed(self._probe()))
+
+    def on_ask_screen_probed(self, message: Probed) -> None:
+        self.no_model = message.problem
+        if message.problem and not self.question:
+            # Said before anything is typed; Enter then searches instead of asking.
+            self._set_status(f"{message.problem} Enter searches instead.")
+            self.query_one("#ask-question", Input).placeholder = "No chat model: type words to search for…"
 
     # ------------------------------------------------------------ asking
 
@@ -109,6 +168,9 @@ class AskScreen(Screen[None]):
             return
         self.question = question
         self.outcome = None
+        if self.no_model:
+            self.action_search_instead()
+            return
         self._set_status("Asking…")
         self.query_one("#ask-answer", Static).update("")
         self.query_one("#ask-actions").display = False
@@ -159,16 +221,25 @@ class AskScreen(Screen[None]):
         self._set_status(f"{len(response.hits)} search result(s){degraded}")
         table = self.query_one("#ask-results", DataTable)
         table.clear(columns=True)
-        table.add_columns("#", "Title", "Source", "Text")
+        # Fixed widths: the text gets what the title leaves, not a squeezed 20 columns.
+        width = max(40, table.size.width or self.app.size.width)
+        title_width = min(32, width // 3)
+        text_width = max(20, width - title_width - 3 - 8)
+        table.add_column("#", width=3)
+        table.add_column("Title", width=title_width)
+        table.add_column("Text", width=text_width)
         for rank, hit in enumerate(response.hits, start=1):
-            title = hit.heading_path or hit.source_path or hit.document_id[:12]
-            snippet = " ".join(hit.text.split())[:200]
-            table.add_row(Text(str(rank)), Text(title), Text(hit.source_path), Text(snippet))
+            title = printable(hit.heading_path or hit.source_path or hit.document_id[:12])
+            snippet = printable(" ".join(hit.text.split())[: text_width * 2])
+            table.add_row(Text(str(rank)), Text(title, no_wrap=True, overflow="ellipsis"),
+                          Text(snippet, no_wrap=True, overflow="ellipsis"))
         table.border_title = "Search results"
 
     # ------------------------------------------------------------ plumbing
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.group == "ask-probe":
+            return  # a failed probe says nothing; asking will
         if event.state == WorkerState.ERROR and event.worker.group in ("ask", "ask-search"):
             error = event.worker.error
             # The exception type only: messages can carry document or query text.
