@@ -143,7 +143,7 @@ class DocumentScreen(KbtuiScreen):
         chunks.clear(columns=True)
         chunks.add_columns("#", "Kind", "Page", "Offsets", "Tok")
         # The text column takes what the screen has left; Enter reads the whole chunk in place.
-        chunks.add_column("Text (Enter reads it in the document)", width=max(20, self.app.size.width - 44))
+        chunks.add_column("Text (Enter: read)", width=max(20, self.app.size.width - 37))
         for chunk in detail.chunks:
             chunks.add_row(
                 Text(str(chunk.ordinal), justify="right"), Text(chunk.kind),

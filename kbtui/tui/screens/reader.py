@@ -24,6 +24,7 @@ from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
 from kbtui.printable import printable
 from kbtui.reads import ReaderMark, ReaderText
+from kbtui.retrieval.fts_query import STOP_WORDS
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR
 from kbtui.tui.widgets.reader_view import ReaderView
@@ -33,9 +34,23 @@ FOLLOW_INTERVAL_S = 2.0
 
 
 def match_pattern(query: str) -> re.Pattern[str] | None:
-    """The query's words as one case-insensitive pattern (None: nothing to highlight)."""
-    terms = query_terms(query)
-    return re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE) if terms else None
+    """The query's words as whole words (with a plural or tense ending, as the
+    stemmed search matches them), stop words left out; None: nothing to highlight."""
+    terms = [t for t in query_terms(query) if t not in STOP_WORDS] or query_terms(query)
+    if not terms:
+        return None
+    # Chinese, Japanese and Korean have no spaces between words: those match anywhere.
+    spaced = [t for t in terms if not _UNSPACED.search(t)]
+    unspaced = [t for t in terms if _UNSPACED.search(t)]
+    parts = []
+    if spaced:
+        words = "|".join(re.escape(t) for t in spaced)
+        parts.append(rf"(?<!\w)(?:{words})(?:s|es|ed|d|ing)?(?!\w)")
+    parts += [re.escape(t) for t in unspaced]
+    return re.compile("|".join(parts), re.IGNORECASE)
+
+
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 def jump_targets(text: ReaderText) -> list[tuple[int, str]]:
