@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 
 from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
+from kbtui.cli.output import chosen_format, format_option, iso_time, tsv_lines
 from kbtui.collections import canonical_collection_id
 from kbtui.node import Node, RegisteredRepository, RepositoryRow
 from kbtui.errors import NotFound
@@ -55,14 +56,23 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
 
 
 @repo.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print registrations as JSON.")
+@format_option
+@click.option("--json", "as_json", is_flag=True, help="Print registrations as JSON (same as --format json).")
 @click.pass_context
-def repo_ls(ctx: click.Context, as_json: bool) -> int:
-    """List registered repositories."""
+def repo_ls(ctx: click.Context, output_format: str | None, as_json: bool) -> int:
+    """List registered repositories (in a pipe or with --format tsv: one tab-separated line each)."""
     node = open_node(ctx, read_only=True)
     registered = node.repositories()
-    if as_json:
+    chosen = chosen_format(output_format, as_json)
+    if chosen == "json":
         click.echo(json.dumps([repository_json(r) for r in registered], indent=2))
+        return 0
+    if chosen == "tsv":
+        click.echo(tsv_lines(
+            ("repository_id", "name", "root", "documents", "last_import", "last_import_status"),
+            ((r.repository.id, printable(r.repository.name), printable(r.repository.root), r.document_count,
+              iso_time(r.repository.last_import_at), r.repository.last_import_status) for r in registered),
+        ))
         return 0
     if not registered:
         stdout.print("no repositories")
