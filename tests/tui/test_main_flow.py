@@ -109,6 +109,7 @@ def test_reindex_one_and_the_filter(tui_node, tmp_path):
             await wait_until(lambda: StatusHistory.select().where(StatusHistory.document == selected).count() >= before + 5)
             await wait_until(lambda: documents.rows[selected].status == "Indexed")
 
+            await wait_until(lambda: documents.counts == {"Indexed": 6})  # the status line caught up
             await pilot.press("f")  # the empty statuses are skipped: straight to Indexed
             assert documents.status_filter == "Indexed"
             await wait_until(lambda: table.row_count == 6)

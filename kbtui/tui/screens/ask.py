@@ -7,7 +7,9 @@ worker and report back by message; the UI loop never waits on them.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import on, work
@@ -30,32 +32,25 @@ PROBE_TIMEOUT_S = 2.0
 
 
 def chat_model_problem(config: Config, model: str | None = None) -> str | None:
-    """Why no chat model would answer, found before anything is typed (None: it looks fine).
+    """Why no chat model would answer, found before anything is typed (None: it may).
 
-    Asks the Ollama server about the model only (no question, no document
-    text), with a short timeout, and only when the model is allowed at all.
+    Checks the configuration and whether the chat host accepts a connection
+    (nothing is sent: no question, no document text), with a short timeout;
+    a model missing on a reachable server is still found by the first question.
     """
-    import httpx
-    import ollama
-
     endpoint = effective_chat_model(config, pinned_model=model)
     if not endpoint.model:
         return STATUS_MESSAGES["no_chat_model"]
     decision = decide(endpoint, allow_cloud_model_access=config.allow_cloud_model_access is True)
     if not decision.tools_allowed:
         return decision.notice()
-    client = ollama.Client(host=endpoint.host, timeout=PROBE_TIMEOUT_S, trust_env=False)
+    address = urlsplit(endpoint.host if "://" in endpoint.host else f"http://{endpoint.host}")
     try:
-        client.show(endpoint.model)
-    except ollama.ResponseError as exc:
-        return STATUS_MESSAGES["chat_model_not_found" if exc.status_code == 404 else "chat_model_error"]
-    except (ConnectionError, httpx.TransportError):
+        port = address.port or (443 if address.scheme == "https" else 80)
+        with socket.create_connection((address.hostname or "127.0.0.1", port), timeout=PROBE_TIMEOUT_S):
+            return None
+    except (OSError, ValueError):
         return STATUS_MESSAGES["chat_model_unreachable"]
-    except Exception:  # noqa: BLE001 - a probe: whatever else, let the question find out
-        return None
-    finally:
-        client.close()
-    return None
 
 
 class AskScreen(Screen[None]):
@@ -103,7 +98,6 @@ class AskScreen(Screen[None]):
         self._ask = ask
         self._search = search
         self._probe = probe
-        self.no_model: str | None = None
         self.collection_id = collection_id
         self.model_label = model_label
         self.question = ""
@@ -153,11 +147,10 @@ class AskScreen(Screen[None]):
         self.post_message(self.Probed(self._probe()))
 
     def on_ask_screen_probed(self, message: Probed) -> None:
-        self.no_model = message.problem
         if message.problem and not self.question:
-            # Said before anything is typed; Enter then searches instead of asking.
-            self._set_status(f"{message.problem} Enter searches instead.")
-            self.query_one("#ask-question", Input).placeholder = "No chat model: type words to search for…"
+            # Said before anything is typed, with the way round it.
+            self._set_status(f"{message.problem} Type your question, then ctrl+s searches instead.")
+            self.query_one("#ask-actions").display = True
 
     # ------------------------------------------------------------ asking
 
@@ -168,9 +161,6 @@ class AskScreen(Screen[None]):
             return
         self.question = question
         self.outcome = None
-        if self.no_model:
-            self.action_search_instead()
-            return
         self._set_status("Asking…")
         self.query_one("#ask-answer", Static).update("")
         self.query_one("#ask-actions").display = False
@@ -206,6 +196,8 @@ class AskScreen(Screen[None]):
 
     @on(Button.Pressed, "#ask-search-instead")
     def action_search_instead(self) -> None:
+        # What is in the box (typed but not yet asked) or the last question asked.
+        self.question = self.query_one("#ask-question", Input).value.strip() or self.question
         if not self.question:
             return
         self._set_status("Searching…")
@@ -221,17 +213,20 @@ class AskScreen(Screen[None]):
         self._set_status(f"{len(response.hits)} search result(s){degraded}")
         table = self.query_one("#ask-results", DataTable)
         table.clear(columns=True)
-        # Fixed widths: the text gets what the title leaves, not a squeezed 20 columns.
-        width = max(40, table.size.width or self.app.size.width)
-        title_width = min(32, width // 3)
-        text_width = max(20, width - title_width - 3 - 8)
+        # Fixed widths: the text gets what title and source leave, not a squeezed 20 columns.
+        width = max(60, table.size.width or self.app.size.width)
+        title_width = min(28, width // 4)
+        source_width = min(20, width // 6)
+        text_width = max(30, width - title_width - source_width - 3 - 10)
         table.add_column("#", width=3)
         table.add_column("Title", width=title_width)
+        table.add_column("Source", width=source_width)
         table.add_column("Text", width=text_width)
         for rank, hit in enumerate(response.hits, start=1):
             title = printable(hit.heading_path or hit.source_path or hit.document_id[:12])
             snippet = printable(" ".join(hit.text.split())[: text_width * 2])
             table.add_row(Text(str(rank)), Text(title, no_wrap=True, overflow="ellipsis"),
+                          Text(printable(hit.source_path), no_wrap=True, overflow="ellipsis"),
                           Text(snippet, no_wrap=True, overflow="ellipsis"))
         table.border_title = "Search results"
 
