@@ -117,6 +117,8 @@ class Embedder(StageActor):
                 raise EmbeddingUnavailable("embedder_changed", "the model changed while embedding", retryable=True)
             vectors = checked_vectors(raw, len(batch), identity.dim)
         except EmbeddingUnavailable as exc:
+            if self.context.stopping.is_set():
+                return  # interrupted by shutdown: the documents stay where they are for the next start
             if exc.retryable:
                 self._release_for_retry(affected, exc.code)
             else:

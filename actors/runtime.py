@@ -80,6 +80,7 @@ class Runtime:
         self._lock: NodeLock | None = None
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
+        self._hurry = threading.Event()
         self.admission: pykka.ActorRef | None = None
         self.prewarm: pykka.ActorRef | None = None
         self.reindexer: pykka.ActorRef | None = None
@@ -91,6 +92,9 @@ class Runtime:
         self._lock = NodeLock.try_acquire(self.config.home)
         if self._lock is None:
             raise NodeAlreadyRunning("another kbtui node is already running for this data directory")
+        resume = getattr(self.context.embedder, "resume", None)
+        if resume is not None:
+            resume()
         try:
             reset = reset_non_terminal()
             if reset:
@@ -159,11 +163,16 @@ class Runtime:
             try:
                 self.admission.ask(StopAdmitting(), timeout=5)
                 deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and self.state().in_flight > 0:
-                    time.sleep(0.05)
+                while time.monotonic() < deadline and not self._hurry.is_set() and self.state().in_flight > 0:
+                    self._hurry.wait(0.05)
             except (pykka.ActorDeadError, pykka.Timeout):
                 pass
         self.context.stopping.set()
+        # Inference in progress stops now rather than at the end of its batch:
+        # its thread must be done before the process exits.
+        interrupt = getattr(self.context.embedder, "interrupt", None)
+        if interrupt is not None:
+            interrupt()
         try:
             # An actor stuck in a long call (a hung provider) must not hold up
             # the exit: ask all to stop, then wait a bounded time in total.
@@ -189,6 +198,19 @@ class Runtime:
                 self._lock.release()
                 self._lock = None
         log.info("pipeline stopped")
+
+    def hurry(self) -> None:
+        """Cut a :meth:`stop` in progress short: stop waiting for in-flight
+        documents (they stay where they are and resume at the next start).
+        Thread-safe; never waits."""
+        self._hurry.set()
+
+    def in_flight(self) -> int:
+        """Documents inside the stages now (0 once the pipeline is gone)."""
+        try:
+            return self.state().in_flight if self.admission is not None else 0
+        except (pykka.ActorDeadError, pykka.Timeout):
+            return 0
 
     def __enter__(self) -> Runtime:
         return self.start()

@@ -37,11 +37,16 @@ from kbtui.reads import (
     DocumentRow,
     DocumentText,
     NameCache,
+    ReaderText,
     catalog_stamp,
+    document_ids_with_prefix,
+    indexed_chunk_total,
+    is_interrupted,
     load_document_detail,
     load_document_rows,
     read_document_text,
     read_neighbours,
+    read_reader_text,
     status_counts,
 )
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
@@ -101,6 +106,25 @@ class NodeStatus:
     running: bool
     published: dict[str, object] | None
     counts: dict[str, int]
+
+    @property
+    def interrupted(self) -> dict[str, int]:
+        """Documents left mid-stage by a node that stopped, by status (they resume at the next start)."""
+        return {s: n for s, n in self.counts.items() if n and is_interrupted(s, self.running)}
+
+
+MIN_ID_PREFIX = 4
+# The reader shows up to this much of a document (the rest is said to be cut).
+READER_MAX_CHARS = 4_000_000
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class DocumentMatch:
+    """The document a reference named, and how: ``id``, ``id prefix`` or ``name``."""
+
+    document_id: str
+    matched_by: str
 
 
 @dataclass(frozen=True)
@@ -381,6 +405,40 @@ class Node:
         return catalog.resolve_document(reference, collection_id).id
 
     @_connected
+    def find_document(self, reference: str, collection_id: str | None = None) -> DocumentMatch:
+        """The one document ``reference`` names: a full id, an id prefix of at
+        least four characters, or a whole display name (exact, else ignoring case).
+
+        Raises :class:`NotFound` (naming no file) when nothing or more than one
+        document matches; an ambiguous answer lists the candidates' ids.
+        """
+        typed = reference.strip()
+        if not typed:
+            raise NotFound("no such document: give its name, its id or an id prefix of 4+ characters")
+        lowered = typed.lower()
+        by_id: list[str] = []
+        if set(lowered) <= _HEX:
+            if len(lowered) == 32:
+                by_id = document_ids_with_prefix(lowered, collection_id, 1)
+                if by_id and by_id[0] == lowered:
+                    return DocumentMatch(lowered, "id")
+            elif len(lowered) >= MIN_ID_PREFIX:
+                by_id = document_ids_with_prefix(lowered, collection_id, 6)
+        rows = load_document_rows(self.names, collection_id)
+        by_name = [r.document_id for r in rows if r.name == typed] or [
+            r.document_id for r in rows if r.name.casefold() == typed.casefold()
+        ]
+        candidates = list(dict.fromkeys(by_id + by_name))
+        if len(candidates) == 1:
+            return DocumentMatch(candidates[0], "id prefix" if by_id else "name")
+        if candidates:
+            listed = ", ".join(c[:12] for c in candidates[:5]) + (", ..." if len(candidates) > 5 else "")
+            raise NotFound(f"{len(candidates)} documents match; give more of the id: {listed}")
+        if set(lowered) <= _HEX and len(lowered) < MIN_ID_PREFIX:
+            raise NotFound(f"no such document: an id prefix needs at least {MIN_ID_PREFIX} characters")
+        raise NotFound("no such document: give its whole name, its id or an id prefix of 4+ characters")
+
+    @_connected
     def documents(
         self,
         collection_id: str | None = None,
@@ -410,6 +468,14 @@ class Node:
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:
         """Up to ``max_chars`` of a served document's text, stitched from its chunks."""
         return read_document_text(
+            document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
+        )
+
+    @_connected
+    def reader_text(self, document_id: str, collection_id: str, max_chars: int = READER_MAX_CHARS) -> ReaderText | None:
+        """A served document's whole text (up to ``max_chars``) with where each
+        chunk and heading starts: what the terminal UI's reader shows."""
+        return read_reader_text(
             document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
         )
 
@@ -449,6 +515,7 @@ class Node:
             queue=queue,
             collections=tuple(catalog.list_collections()),
             node_running=running,
+            indexed_chunks=indexed_chunk_total(collection_id),
         )
 
     @_connected

@@ -48,6 +48,15 @@ class DocumentRow:
     indexed_at: float | None
 
 
+# Statuses a document holds only while a node works on it.
+IN_STAGES = (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+
+
+def is_interrupted(status: str, node_running: bool) -> bool:
+    """A document left mid-stage by a node that stopped: it resumes at the next start."""
+    return not node_running and status in IN_STAGES
+
+
 class NameCache:
     """Decrypted display names by document id (a document's name never changes)."""
 
@@ -121,6 +130,14 @@ def load_document_rows(
     return [rows[d] for d in ids if d in rows]
 
 
+def document_ids_with_prefix(prefix: str, collection_id: str | None, limit: int) -> list[str]:
+    """Up to ``limit`` ids starting with ``prefix`` (lower-case hex), of one collection or all."""
+    query = Document.select(Document.id).where(Document.id.startswith(prefix)).order_by(Document.id).limit(limit)
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    return [row.id for row in query]
+
+
 def status_counts(collection_id: str | None = None) -> dict[str, int]:
     """How many documents are in each status (of one collection, or all)."""
     sql = "SELECT status, count(*) FROM document"
@@ -139,6 +156,15 @@ def catalog_stamp(collection_id: str) -> tuple[int, float]:
     return int(count), float(newest)
 
 
+def indexed_chunk_total(collection_id: str) -> int:
+    """How many chunks the collection's Indexed documents have (chunks/s is its rate)."""
+    (total,) = database.execute_sql(
+        "SELECT COALESCE(sum(chunk_count), 0) FROM document WHERE collection_id = ? AND status = ?",
+        [collection_id, Status.INDEXED.value],
+    ).fetchone()
+    return int(total)
+
+
 @dataclass(frozen=True)
 class CatalogSnapshot:
     """What a cheap look at the catalog saw: a change stamp for one collection,
@@ -151,6 +177,7 @@ class CatalogSnapshot:
     queue: AdmissionChanged | None
     collections: tuple[str, ...]
     node_running: bool
+    indexed_chunks: int = 0
 
 
 # ---------------------------------------------------------------- document detail
@@ -287,6 +314,62 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
     document costs no more than a small one. Each read is a single statement,
     so it sees one snapshot even while the document is being re-indexed.
     """
+    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    if stitched is None:
+        return None
+    document, stitcher, first_heading = stitched
+    text = stitcher.text()
+    return DocumentText(
+        collection_id=document[1], document_id=document[0], source_path=document[2],
+        first_heading_path=first_heading, text=text[:max_chars], truncated=len(text) > max_chars,
+    )
+
+
+@dataclass(frozen=True)
+class ReaderMark:
+    """A place in a :class:`ReaderText`: where a chunk's text or a heading line starts."""
+
+    offset: int
+    chunk_id: str
+    heading_path: str
+    symbol: str | None
+    page: int | None
+
+
+@dataclass(frozen=True)
+class ReaderText:
+    """A served document's whole text for reading, with where each chunk and
+    each heading line starts in it (headings are lines of their own, ``# A > B``)."""
+
+    document_id: str
+    collection_id: str
+    source_path: str
+    text: str
+    chunks: tuple[ReaderMark, ...]
+    headings: tuple[ReaderMark, ...]
+    truncated: bool
+
+    def offset_of(self, chunk_id: str) -> int | None:
+        """Where ``chunk_id``'s text starts (None: not in this text)."""
+        return next((mark.offset for mark in self.chunks if mark.chunk_id == chunk_id), None)
+
+
+def read_reader_text(document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int) -> ReaderText | None:
+    """The reader's view of a served document (see :func:`read_document_text`)."""
+    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    if stitched is None:
+        return None
+    document, stitcher, _ = stitched
+    text = stitcher.text()
+    return ReaderText(
+        document_id=document[0], collection_id=document[1], source_path=document[2], text=text[:max_chars],
+        chunks=tuple(m for m in stitcher.chunk_marks if m.offset <= max_chars),
+        headings=tuple(m for m in stitcher.heading_marks if m.offset <= max_chars),
+        truncated=len(text) > max_chars,
+    )
+
+
+def _stitch(document_id: str, collection_id: str, max_chars: int, overlap_limit: int):  # noqa: ANN202
     document = database.execute_sql(
         "SELECT d.id, d.collection_id, COALESCE(d.source_path, '') FROM document AS d "
         f"WHERE d.id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}",
@@ -313,11 +396,7 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
                 stitcher.add(record)
     finally:
         cursor.close()
-    text = stitcher.text()
-    return DocumentText(
-        collection_id=document[1], document_id=document[0], source_path=document[2],
-        first_heading_path=first_heading, text=text[:max_chars], truncated=len(text) > max_chars,
-    )
+    return document, stitcher, first_heading
 
 
 class _Stitcher:
@@ -328,6 +407,8 @@ class _Stitcher:
         self.pieces: list[str] = []
         self.length = 0
         self.previous: ChunkRecord | None = None
+        self.chunk_marks: list[ReaderMark] = []
+        self.heading_marks: list[ReaderMark] = []
 
     def __len__(self) -> int:
         return self.length
@@ -340,14 +421,27 @@ class _Stitcher:
         previous = self.previous
         if previous is not None and previous.section_key == record.section_key and previous.heading_path == record.heading_path:
             overlap = chunk_overlap(previous.text, record.text, self.overlap_limit)
-            self._append(record.text[overlap:] if overlap else "\n\n" + record.text)
+            if overlap:
+                self._mark_chunk(record, self.length - overlap)
+                self._append(record.text[overlap:])
+            else:
+                self._append("\n\n")
+                self._mark_chunk(record, self.length)
+                self._append(record.text)
         else:
             if previous is not None:
                 self._append("\n\n")
             if record.heading_path:
+                self.heading_marks.append(
+                    ReaderMark(self.length, record.chunk_id, record.heading_path, record.symbol, record.page)
+                )
                 self._append(f"# {record.heading_path}\n\n")
+            self._mark_chunk(record, self.length)
             self._append(record.text)
         self.previous = record
+
+    def _mark_chunk(self, record: ChunkRecord, offset: int) -> None:
+        self.chunk_marks.append(ReaderMark(offset, record.chunk_id, record.heading_path, record.symbol, record.page))
 
     def _append(self, piece: str) -> None:
         self.pieces.append(piece)

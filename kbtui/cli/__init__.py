@@ -10,7 +10,7 @@ import sys
 import click
 import peewee
 
-from kbtui.cli import agents, documents, node, repositories, search, sources  # noqa: F401 - registers the commands
+from kbtui.cli import agents, documents, node, repositories, search, sources, web  # noqa: F401 - registers the commands
 from kbtui.cli.common import cli
 from kbtui.config import kbtui_home
 from kbtui.errors import OPERATOR_ERRORS, CatalogProblem, DataDirectoryProblem, KbtuiError, StoreError

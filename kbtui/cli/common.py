@@ -78,7 +78,8 @@ def existing_collection(node: Node, raw: str) -> str:
     """The canonical id of ``raw``, a collection that must exist."""
     collection_id = canonical_collection_id(raw)
     if not node.collection_exists(collection_id):
-        raise NotFound("unknown collection")
+        known = node.collections()
+        raise NotFound("unknown collection; " + (f"known: {', '.join(known)}" if known else "there are none yet"))
     return collection_id
 
 

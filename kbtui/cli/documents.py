@@ -7,9 +7,11 @@ import sys
 import time
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from kbtui.cli.common import advance, cli, existing_collection, open_node, progress_bar, shown, stdout
+from kbtui.cli.output import chosen_format, format_option, iso_time, readable_time, tsv_lines
 from kbtui.cli.sources import (
     SourceTarget,
     check_source_paths,
@@ -22,9 +24,10 @@ from kbtui.cli.sources import (
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
-from kbtui.node import SourceSync
+from kbtui.node import DocumentMatch, SourceSync
 from kbtui.printable import human_size, printable
-from kbtui.reads import DocumentRow
+from kbtui.reads import DocumentRow, Status, is_interrupted
+from kbtui.reasons import INTERRUPTED, explain_reason
 from kbtui.sources.sync import SyncFailed
 
 
@@ -103,7 +106,7 @@ def add(
     else:
         changed = [rows[d] for d in ids if d in rows]
         if changed:
-            _print_documents(changed)
+            _print_documents(changed, node_running=True)
         for _, synced in outcomes:
             print_scan(synced.row.source.name, synced.report, list_files=list_files)
         if ids:
@@ -126,7 +129,7 @@ def _add_upload(ctx: click.Context, collection_id: str, name: str, *, no_wait: b
     if as_json:
         click.echo(json.dumps([{**document_json(row), "created": outcome.created} for row in rows], indent=2))
     else:
-        _print_documents(rows)
+        _print_documents(rows, node_running=True)
         stdout.print(("1 added" if outcome.created else "already present") + "; " + _outcome_line(1, result))
     return _exit_code(result)
 
@@ -166,39 +169,81 @@ def document_json(row: DocumentRow) -> dict[str, object]:
     }
 
 
-def _print_documents(documents: list[DocumentRow]) -> None:
+LIST_COLUMNS = ("document_id", "collection", "status", "failure_reason", "chunks", "size_bytes", "updated", "name")
+# Fixed widths of the table's columns (the name takes the rest): stable at 80 columns.
+_ID_WIDTH, _STATUS_WIDTH, _CHUNKS_WIDTH, _SIZE_WIDTH, _UPDATED_WIDTH = 12, 11, 6, 9, 11
+
+
+def _status_word(row: DocumentRow, node_running: bool) -> str:
+    return "interrupted" if is_interrupted(row.status, node_running) else row.status
+
+
+def _print_documents(documents: list[DocumentRow], *, node_running: bool, output_format: str = "table") -> None:
+    if output_format == "tsv":
+        click.echo(tsv_lines(LIST_COLUMNS, (
+            (d.document_id, d.collection_id, _status_word(d, node_running), d.reason, d.chunk_count, d.size_bytes,
+             iso_time(d.updated_at), printable(d.name))
+            for d in documents
+        )))
+        return
     # The collection column only when it tells something: keeps names readable at 80 columns.
     show_collection = len({d.collection_id for d in documents}) > 1
-    columns = ["ID", "NAME"] + (["COLLECTION"] if show_collection else []) + ["STATUS", "CHUNKS", "SIZE", "UPDATED"]
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in columns:
-        table.add_column(column, no_wrap=column != "NAME", overflow="fold" if column == "NAME" else "ellipsis")
+    table = Table(box=None, header_style="bold", pad_edge=False, expand=True)
+    table.add_column("ID", width=_ID_WIDTH, no_wrap=True)
+    table.add_column("NAME", ratio=1, min_width=8, no_wrap=True, overflow="ellipsis")
+    if show_collection:
+        table.add_column("COLLECTION", max_width=12, no_wrap=True, overflow="ellipsis")
+    table.add_column("STATUS", width=_STATUS_WIDTH, no_wrap=True)
+    table.add_column("CHUNKS", width=_CHUNKS_WIDTH, no_wrap=True, justify="right")
+    table.add_column("SIZE", width=_SIZE_WIDTH, no_wrap=True, justify="right")
+    table.add_column("UPDATED", width=_UPDATED_WIDTH, no_wrap=True)
     for d in documents:
-        status = d.status if not d.reason else f"{d.status} ({d.reason})"
         row = [d.document_id[:12], shown(d.name)]
         if show_collection:
             row.append(d.collection_id)
-        row += [status, str(d.chunk_count), human_size(d.size_bytes), time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
+        row += [_status_word(d, node_running), str(d.chunk_count), human_size(d.size_bytes),
+                time.strftime("%m-%d %H:%M", time.localtime(d.updated_at))]
         table.add_row(*row)
     stdout.print(table)
+    # Below the table, so a long reason never squeezes the names.
+    failed = [d for d in documents if d.status == Status.FAILED.value]
+    for d in failed:
+        stdout.print(f"[red]failed[/] {d.document_id[:12]} {d.reason or '-'}: {escape(explain_reason(d.reason))}")
+    if any(is_interrupted(d.status, node_running) for d in documents):
+        stdout.print(f"[yellow]interrupted[/]: left mid-stage by a node that stopped; {INTERRUPTED.split(' — ')[1]}")
 
 
 @cli.command("ls")
 @click.option("-c", "--collection", help="Only this collection.")
-@click.option("--status", type=click.Choice(["Pending", "Extracting", "Chunking", "Embedding", "Indexed", "Failed"]))
-@click.option("--json", "as_json", is_flag=True, help="Print documents as JSON.")
+@click.option("--status", type=click.Choice([s.value for s in Status], case_sensitive=False),
+              help="Only documents in this status (any case).")
+@format_option
+@click.option("--json", "as_json", is_flag=True, help="Print documents as JSON (same as --format json).")
 @click.pass_context
-def list_command(ctx: click.Context, collection: str | None, status: str | None, as_json: bool) -> int:
-    """List documents and their ingestion status."""
+def list_command(ctx: click.Context, collection: str | None, status: str | None, output_format: str | None,
+                 as_json: bool) -> int:
+    """List documents and their ingestion status.
+
+    On a terminal, a table that fits the width; in a pipe (or --format tsv),
+    one tab-separated line per document with the whole id and name.
+    """
     node = open_node(ctx, read_only=True)
+    status = next((s.value for s in Status if status and s.value.lower() == status.lower()), None)
     documents = node.documents(existing_collection(node, collection) if collection else None, status)
-    if as_json:
-        click.echo(json.dumps([document_json(d) for d in documents], indent=2))
-    elif documents:
-        _print_documents(documents)
+    running = node.pipeline_running()
+    chosen = chosen_format(output_format, as_json)
+    if chosen == "json":
+        click.echo(json.dumps([{**document_json(d), "interrupted": is_interrupted(d.status, running)}
+                               for d in documents], indent=2))
+    elif documents or chosen == "tsv":
+        _print_documents(documents, node_running=running, output_format=chosen)
     else:
         stdout.print("no documents")
     return 0
+
+
+def _say_match(match: DocumentMatch) -> str:
+    return "" if match.matched_by == "id" else f" (matched by {match.matched_by})"
 
 
 @cli.command()
@@ -206,22 +251,44 @@ def list_command(ctx: click.Context, collection: str | None, status: str | None,
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def show(ctx: click.Context, document: str, as_json: bool) -> int:
-    """Show one document: metadata, status history and sections."""
+    """Show one document: metadata, status history and sections.
+
+    DOCUMENT is its whole name, its id, or an id prefix of 4+ characters.
+    """
     node = open_node(ctx, read_only=True)
-    detail = node.detail(node.resolve(document))
+    match = node.find_document(document)
+    detail = node.detail(match.document_id)
     if detail is None:
         raise KbtuiError("the document was deleted meanwhile")
+    running = node.pipeline_running()
     if as_json:
         payload = document_json(detail.row)
+        payload["interrupted"] = is_interrupted(detail.row.status, running)
         payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in detail.history]
         payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in detail.sections]
         click.echo(json.dumps(payload, indent=2))
         return 0
+    if match.matched_by != "id":
+        click.echo(f"document {match.document_id}{_say_match(match)}", err=True)
+    now = time.time()
     for key, value in document_json(detail.row).items():
-        stdout.print(f"[bold]{key:>16}[/] {shown(str(value)) if value is not None else '-'}")
+        if key.endswith("_at") and (value is None or isinstance(value, float | int)):
+            text = readable_time(value, now)
+        elif key == "size_bytes" and isinstance(value, int):
+            text = f"{value} ({human_size(value)})"
+        elif key == "status" and is_interrupted(detail.row.status, running):
+            text = f"{value} ({INTERRUPTED})"
+        elif value is None:
+            text = "-"
+        else:
+            text = shown(str(value))
+        stdout.print(f"[bold]{key:>16}[/] {text}")
+        if key == "failure_reason" and isinstance(value, str) and value:
+            stdout.print(f"{'':>16} [dim]{escape(explain_reason(value))}[/]")
     stdout.print("\n[bold]history[/]")
     for h in detail.history:
-        stdout.print(f"  {time.strftime('%H:%M:%S', time.localtime(h.at))} {h.status}{' ' + h.reason if h.reason else ''}")
+        reason = f" {h.reason}" if h.reason else ""
+        stdout.print(f"  {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(h.at))} {h.status}{reason}")
     stdout.print(f"\n[bold]sections[/] ({len(detail.sections)})")
     for s in detail.sections[:50]:
         stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
@@ -232,12 +299,17 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
 @click.argument("documents", nargs=-1, required=True)
 @click.pass_context
 def rm(ctx: click.Context, documents: tuple[str, ...]) -> int:
-    """Delete documents: their rows, index entries and encrypted source."""
+    """Delete documents: their rows, index entries and encrypted source.
+
+    Each DOCUMENT is a whole name, an id, or an id prefix of 4+ characters;
+    nothing is deleted unless every one names exactly one document.
+    """
     node = open_node(ctx)
-    targets = list(dict.fromkeys(node.resolve(ref) for ref in documents))
-    for document_id in targets:
-        node.purge(document_id)
-        stdout.print(f"removed {document_id}")
+    matches = list({m.document_id: m for m in (node.find_document(ref) for ref in documents)}.values())
+    names = node.display_names([m.document_id for m in matches])
+    for match in matches:
+        node.purge(match.document_id)
+        stdout.print(f"removed {match.document_id} {shown(names.get(match.document_id, ''))}{_say_match(match)}")
     return 0
 
 
@@ -254,7 +326,7 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
     if not documents and not all_documents:
         raise KbtuiError("name documents to re-index, or pass --all")
     node = open_node(ctx)
-    targets = None if all_documents else [node.resolve(r) for r in documents]
+    targets = None if all_documents else [node.find_document(r).document_id for r in documents]
     report = node.reindex(targets)
     for document_id, problem in report.damaged:
         click.echo(f"kbtui: document {document_id}: {problem}; its index is kept as it was", err=True)

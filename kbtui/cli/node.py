@@ -13,6 +13,7 @@ import click
 from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
+from kbtui.reasons import INTERRUPTED
 
 
 @cli.command()
@@ -51,7 +52,9 @@ def status(ctx: click.Context, as_json: bool) -> int:
     state = node.status()
     running, queue, counts = state.running, state.published, state.counts
     if as_json:
-        click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
+        click.echo(json.dumps(
+            {"node_running": running, "queue": queue, "documents": counts, "interrupted": state.interrupted}, indent=2
+        ))
         return 0
     if running:
         stdout.print(f"node: running (pid {queue['pid']})" if queue else "node: running")
@@ -64,6 +67,9 @@ def status(ctx: click.Context, as_json: bool) -> int:
             + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
         )
     stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    if state.interrupted:
+        stopped = ", ".join(f"{k} {v}" for k, v in sorted(state.interrupted.items()))
+        stdout.print(f"[yellow]interrupted[/]: {stopped} ({INTERRUPTED})")
     return 0
 
 

@@ -11,10 +11,13 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from kbtui.cli.common import cli, open_node, progress_bar, shown, stdout
+from kbtui.cli.common import advance, cli, open_node, progress_bar, shown, stdout
+from kbtui.cli.output import chosen_format, format_option, iso_time, tsv_lines
 from kbtui.cli.sources import index_pending, print_report_table
 from kbtui.collections import canonical_collection_id
-from kbtui.node import SourceRow
+from kbtui.errors import NotFound
+from kbtui.node import Node, SourceRow
+from kbtui.printable import printable
 from kbtui.sources.sync import SyncFailed, SyncReport
 
 
@@ -55,14 +58,23 @@ def repo_add(ctx: click.Context, path: str, name: str | None, as_json: bool) -> 
 
 
 @repo.command("ls")
-@click.option("--json", "as_json", is_flag=True, help="Print registrations as JSON.")
+@format_option
+@click.option("--json", "as_json", is_flag=True, help="Print registrations as JSON (same as --format json).")
 @click.pass_context
-def repo_ls(ctx: click.Context, as_json: bool) -> int:
-    """List registered repositories."""
+def repo_ls(ctx: click.Context, output_format: str | None, as_json: bool) -> int:
+    """List registered repositories (in a pipe or with --format tsv: one tab-separated line each)."""
     node = open_node(ctx, read_only=True)
     registered = node.repositories()
-    if as_json:
+    chosen = chosen_format(output_format, as_json)
+    if chosen == "json":
         click.echo(json.dumps([repository_json(r) for r in registered], indent=2))
+        return 0
+    if chosen == "tsv":
+        click.echo(tsv_lines(
+            ("repository_id", "name", "root", "documents", "last_import", "last_import_status"),
+            ((r.source.id, printable(r.source.name), printable(r.source.root), r.document_count,
+              iso_time(r.source.last_scan_at), r.source.last_scan_status) for r in registered),
+        ))
         return 0
     if not registered:
         stdout.print("no repositories")
@@ -87,11 +99,25 @@ def repo_ls(ctx: click.Context, as_json: bool) -> int:
 def repo_rm(ctx: click.Context, repository: str, purge: bool) -> int:
     """Forget a registration (its documents stay unless --purge)."""
     node = open_node(ctx)
-    row = node.resolve_repository(repository)
+    row = registered_repository(node, repository)
     purged = node.unregister_repository(row.source.id, purge=purge)
     detail = f"{purged} document(s) purged" if purge else f"{row.document_count} document(s) kept"
     stdout.print(f"removed repository {row.source.id} ({detail})")
     return 0
+
+
+def registered_repository(node: Node, reference: str) -> SourceRow:
+    """The Git source ``reference`` names (name, id or id prefix), or an error
+    that says what is wanted and which names are registered."""
+    try:
+        return node.resolve_repository(reference)
+    except NotFound:
+        names = [row.source.name for row in node.repositories()]
+        known = f"registered: {', '.join(printable(n) for n in names)}" if names else "none is registered yet"
+        raise NotFound(
+            f"no such repository: give a registered repository's name or id, not a path ({known}); "
+            "register a path with kbtui repo add PATH (or kbtui add PATH)"
+        ) from None
 
 
 @cli.command("import")
@@ -104,13 +130,13 @@ def import_command(ctx: click.Context, repository: str, collection: str | None, 
     """Import a registered repository (by id or name): add, update, remove, skip."""
     collection_id = canonical_collection_id(collection)
     node = open_node(ctx)
-    registered = node.resolve_repository(repository).source
+    registered = registered_repository(node, repository).source
     try:
         with progress_bar(disable=as_json) as progress:
             task = progress.add_task("scanning", total=None)
             report = node.import_repository(
                 registered.id, collection_id,
-                on_progress=lambda done, total: progress.update(task, completed=done, total=total),
+                on_progress=advance(progress, task),
             )
     except SyncFailed as failure:
         _print_import_report(failure.report, [], as_json=as_json, list_files=list_files)

@@ -101,7 +101,7 @@ def search(
         collection_id = ALL_COLLECTIONS
     else:
         collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
-    document_id = node.resolve(document, collection_id) if document else None
+    document_id = node.find_document(document, collection_id).document_id if document else None
     response = node.search(
         query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors,
         per_document=not chunks, min_relevance=min_score,

@@ -67,6 +67,10 @@ def _package_dir(name: str) -> Path | None:
     return Path(spec.origin).parent
 
 
+def _interrupted() -> EmbeddingUnavailable:
+    return EmbeddingUnavailable("embedder_interrupted", "embedding was interrupted: the node is stopping", retryable=True)
+
+
 def _missing(what: str, step: str) -> EmbeddingUnavailable:
     return EmbeddingUnavailable(
         "embedding_model_missing",
@@ -102,6 +106,12 @@ class LocalEmbedder:
         self._load_lock = threading.Lock()
         self._session: Any = None  # an onnxruntime.InferenceSession, loaded on first use
         self._tokenizer: Any = None  # a tokenizers.Tokenizer, loaded on first use
+        # Document batches in progress, so a shutdown can stop them mid-inference
+        # (onnxruntime checks the flag between graph nodes): a process that exits
+        # while its inference threads still run aborts in their destructors.
+        self._runs_lock = threading.Lock()
+        self._document_runs: set = set()
+        self._interrupted = False
 
     # -- identity
 
@@ -131,6 +141,9 @@ class LocalEmbedder:
     # -- embedding
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, interruptible=True)
+
+    def _embed(self, texts: Sequence[str], *, interruptible: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, WIDTH), np.float32)
         session, tokenizer = self._loaded()
@@ -141,32 +154,63 @@ class LocalEmbedder:
         out = np.empty((len(texts), WIDTH), np.float32)
         for start in range(0, len(order), self._batch_size):
             picked = order[start : start + self._batch_size]
-            out[picked] = self._run(session, [encodings[i] for i in picked])
+            out[picked] = self._run(session, [encodings[i] for i in picked], interruptible=interruptible)
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        # Never interrupted: a search after a pipeline stopped still embeds its query.
+        return self._embed([text], interruptible=False)[0]
+
+    def interrupt(self) -> None:
+        """Stop document embedding now (the pipeline is stopping): batches running
+        return at once with a retryable error, and later ones do not start until
+        :meth:`resume`. Queries are not affected."""
+        with self._runs_lock:
+            self._interrupted = True
+            for options in self._document_runs:
+                options.terminate = True
+
+    def resume(self) -> None:
+        """Allow document embedding again (a pipeline starts)."""
+        with self._runs_lock:
+            self._interrupted = False
 
     def warm(self) -> None:
         """Load the session now (the first embed would otherwise pay for it)."""
         self._loaded()
 
-    def _run(self, session, encodings) -> np.ndarray:
+    def _run(self, session, encodings, *, interruptible: bool) -> np.ndarray:
+        import onnxruntime
+
         width = max(len(e.ids) for e in encodings)
         ids = np.zeros((len(encodings), width), np.int64)
         mask = np.zeros((len(encodings), width), np.int64)
         for row, encoding in enumerate(encodings):
             ids[row, : len(encoding.ids)] = encoding.ids
             mask[row, : len(encoding.ids)] = 1
+        options = onnxruntime.RunOptions()
+        options.log_severity_level = 4  # an interrupted run is expected: nothing on the terminal
+        if interruptible:
+            with self._runs_lock:
+                if self._interrupted:
+                    raise _interrupted()
+                self._document_runs.add(options)
         try:
             (hidden,) = session.run(
                 ["last_hidden_state"],
                 {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+                options,
             )
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped failures
+            if options.terminate:
+                raise _interrupted() from None
             raise EmbeddingUnavailable(
                 "embedder_error", f"local embedding model failed ({type(exc).__name__})"
             ) from None
+        finally:
+            if interruptible:
+                with self._runs_lock:
+                    self._document_runs.discard(options)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return l2_normalise(pooled)

@@ -36,7 +36,8 @@ ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 # document so the reindexer can find documents extracted by an older parser.
 # 3: a document of headings only is indexed by its headings; an HTML text node
 # over libxml2's 10 MB no longer fails the whole page. 4: text that is not text
-# fails as binary_content; HTML without landmarks keeps only its main content.
+# fails as binary_content; HTML without landmarks keeps only its main content;
+# a PDF outline heading goes where its title is printed on the page, not at the page's top.
 PARSER_VERSION = 4
 
 # Fixed, content-free reasons an extraction fails with.

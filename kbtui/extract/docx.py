@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from io import BytesIO
 
@@ -80,7 +81,8 @@ def check_package(data: bytes, limits: ExtractionLimits) -> None:
                     content = package.read(entry)
                     if any(p.search(content) for p in _DECLARATIONS):
                         raise ExtractionFailed("extract_unsafe")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError):
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError, zlib.error):
+        # zlib.error: a damaged deflate stream inside the zip (found by the fuzzer).
         raise ExtractionFailed("extract_corrupt") from None
 
 
@@ -89,7 +91,7 @@ def read_docx(data: bytes, limits: ExtractionLimits) -> list[Element]:
     check_package(data, limits)
     try:
         document = python_docx.Document(BytesIO(data))
-    except (KeyError, ValueError, zipfile.BadZipFile, etree.XMLSyntaxError):
+    except (KeyError, ValueError, zipfile.BadZipFile, etree.XMLSyntaxError, zlib.error):
         raise ExtractionFailed("extract_corrupt") from None
     out = ElementCollector(limits.max_extracted_chars)
     styles = _StyleKinds(document)

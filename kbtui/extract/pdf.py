@@ -72,11 +72,39 @@ def _read(data: bytes, limits: ExtractionLimits) -> list[Element]:
     out = ElementCollector(limits.max_extracted_chars)
     for index, page in enumerate(reader.pages):
         number = index + 1
+        text = page.extract_text() or ""
+        # An outline entry points at a page, not at a place on it: each heading
+        # goes where its title is printed on the page, so the text above it
+        # stays in the section before (not one heading off).
+        cursor = 0
         for level, title in headings.get(index, ()):
+            at = title_position(text, title, cursor)
+            _add_paragraphs(out, text[cursor:at], number)
             out.add("heading", title, level=level, page=number)
-        for paragraph in _BLANK_LINE.split(page.extract_text() or ""):
-            out.add("paragraph", paragraph, page=number)
+            cursor = at
+        _add_paragraphs(out, text[cursor:], number)
     return out.elements
+
+
+def _add_paragraphs(out: ElementCollector, text: str, page: int) -> None:
+    for paragraph in _BLANK_LINE.split(text):
+        out.add("paragraph", paragraph, page=page)
+
+
+def title_position(text: str, title: str, start: int) -> int:
+    """Where ``title`` is printed in a page's ``text`` at or after ``start``: at
+    the start of a line (after a section number) if it is there, else anywhere;
+    ``start`` when it is not found (the heading then goes where the page's text
+    resumes, as an outline entry without a place on the page would)."""
+    words = title.split()
+    if not words:
+        return start
+    spaced = r"\s+".join(re.escape(word) for word in words)
+    for pattern in (rf"(?m)^[ \t]*(?:[\d.]+[ \t]+)?{spaced}", spaced):
+        found = re.compile(pattern, re.IGNORECASE).search(text, start)
+        if found is not None:
+            return found.start()
+    return start
 
 
 def _outline_headings(reader: PdfReader) -> dict[int, list[tuple[int, str]]]:

@@ -17,10 +17,11 @@ into notifications that carry an error type or a content-free message only.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from textual.app import App
 from textual.binding import Binding
 from textual.events import DescendantFocus
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
@@ -43,19 +45,25 @@ from kbtui.errors import OPERATOR_ERRORS
 from kbtui.logs import configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
+from kbtui.rates import duration_text, eta_seconds
 from kbtui.reads import Status
+from kbtui.tui.batch import WAITING, BatchTracker
 from kbtui.tui.bridge import TuiBridge
 from kbtui.tui.commands import KbtuiCommands
 from kbtui.tui.messages import (
     AddRequested,
+    AddsSkipped,
     AdmissionUpdated,
     CatalogPolled,
     DeleteRequested,
     DocumentsChanged,
     DocumentStatusUpdated,
+    FailuresRequested,
     NodeModeDecided,
+    NodeStopped,
     OpenDocument,
     OpenHit,
+    OpenReader,
     ReindexRequested,
     WorkFailed,
 )
@@ -66,19 +74,26 @@ from kbtui.tui.screens.collections import CollectionsScreen
 from kbtui.tui.screens.confirm import ConfirmScreen
 from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
+from kbtui.tui.screens.failures import FailuresScreen
 from kbtui.tui.screens.help import HelpScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.screens.sources import SourcesScreen
 from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
-from kbtui.tui.widgets.ingest_header import IngestHeader, Throughput
+from kbtui.tui.widgets.ingest_header import IngestHeader, IngestView, Throughput
 
 log = logging.getLogger(__name__)
 
 TERMINAL = (Status.INDEXED.value, Status.FAILED.value)
+IN_STAGES = (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+# After the second q: how long the app waits for the stop before it leaves anyway.
+LEAVE_NOW_BOUND_S = 1.0
 SEARCH_SCREEN = "search"
+# At exit, how long the node may take to stop before the process leaves without it.
+DETACH_AFTER_S = 1.0
 # Worker groups whose screens report their own failures.
-SELF_REPORTING_GROUPS = ("ask", "ask-search")
+SELF_REPORTING_GROUPS = ("ask", "ask-search", "ask-probe")
 # App-wide keys a dialog keeps to itself (the palette stays available).
 _KEYS_A_DIALOG_KEEPS = frozenset(
     {"quit", "focus_search", "help", "switch_collection", "sources", "ask", "change_theme", "show_documents"}
@@ -128,11 +143,17 @@ class KbtuiApp(App[int]):
         self.bridge: pykka.ActorRef | None = None
         self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
+        self.chunk_throughput = Throughput()
+        self.batches = BatchTracker()
+        self.waiting = 0
         self.rate = 0.0
         self.finished_total = 0
         self.last_stamp: tuple[int, float] | None = None
         self._live: dict[str, DocumentStatusChanged] = {}
         self._stopping = False
+        self._stopping_runtime: Runtime | None = None
+        self._quit_deadline = 0.0
+        self._quit_ticker: Timer | None = None
         self._header_stale = False
         self.documents_screen = DocumentsScreen(node, self.collection_id, clock=self.clock)
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
@@ -197,20 +218,61 @@ class KbtuiApp(App[int]):
         runtime, bridge = self.runtime, self.bridge
         self.runtime = self.bridge = None
         if runtime is not None:
-            runtime.stop(drain_timeout_s=drain_timeout_s)
+            self._stopping_runtime = runtime
+            try:
+                runtime.stop(drain_timeout_s=drain_timeout_s)
+            finally:
+                self._stopping_runtime = None
         if bridge is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 bridge.stop(timeout=5)
 
     async def action_quit(self) -> None:
-        if self.runtime is None or self._stopping:
+        """First ``q``: stop the node, showing what drains and for how long.
+        Second ``q`` (or nothing left to drain): leave now. Never blocks the UI loop."""
+        if self._stopping:
+            self.leave_now()
+            return
+        if self.runtime is None:
             self.exit(0)
             return
         self._stopping = True
-        drain = self.node.config.shutdown_drain_timeout_s
-        self.notify(f"Stopping the node: in-flight documents get up to {drain:.0f} s. Press q again to leave now.")
-        await asyncio.to_thread(self.stop_node)
+        self._quit_deadline = time.monotonic() + self.node.config.shutdown_drain_timeout_s
+        self._show_quit_notice()
+        self._quit_ticker = self.set_interval(1.0, self._show_quit_notice)
+        self._stop_then_exit()
+
+    @work(thread=True, exclusive=True, group="quit", exit_on_error=False)
+    def _stop_then_exit(self) -> None:
+        try:
+            self.stop_node()
+        finally:
+            self.post_message(NodeStopped())
+
+    def on_node_stopped(self, message: NodeStopped) -> None:
         self.exit(0)
+
+    def leave_now(self) -> None:
+        """Stop waiting for in-flight documents (they resume at the next start) and leave."""
+        runtime = self._stopping_runtime or self.runtime
+        if runtime is not None:
+            runtime.hurry()
+        # The stop finishes within a second or so (inference is interrupted);
+        # leave regardless after a bound, run_app detaches what is left.
+        self.set_timer(LEAVE_NOW_BOUND_S, lambda: self.exit(0))
+        self.clear_notifications()
+        self.notify("Leaving now; unfinished documents resume at the next start.", timeout=5)
+
+    def _show_quit_notice(self) -> None:
+        left = max(0.0, self._quit_deadline - time.monotonic())
+        counts = self.documents_screen.counts
+        in_flight = self.queue.in_flight if self.queue is not None else 0
+        self.clear_notifications()
+        self.notify(quit_notice(in_flight, counts, left), title="Quitting", timeout=2)
+
+    def stop_in_progress(self) -> bool:
+        """A stop of this app's pipeline has not finished (e.g. its thread is stuck)."""
+        return self._stopping_runtime is not None
 
     def on_unmount(self) -> None:
         # Left without q (a test, an error): stop at once; unfinished documents stay queued.
@@ -255,15 +317,24 @@ class KbtuiApp(App[int]):
             return
         self.known_collections = snapshot.collections
         counts = dict(snapshot.status_counts)
-        self.documents_screen.show_counts(counts)
+        now = self.clock()
+        finished = self.finished_total
         if self.mode == "client":
             self.queue = snapshot.queue
-            self.throughput.record(self.clock(), counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0))
-        else:
-            self.throughput.record(self.clock(), self.finished_total)
+            finished = counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0)
+        self.throughput.record(now, finished)
+        self.chunk_throughput.record(now, snapshot.indexed_chunks)
         self.rate = self.throughput.per_second()
+        self.waiting = sum(counts.get(status, 0) for status in WAITING)
+        ended = self.batches.observe(now, counts, finished)
+        self.documents_screen.show_counts(counts, node_running=snapshot.node_running)
+        self.documents_screen.show_batch(self._batch_line())
+        if ended is not None and (ended.added or ended.updated or ended.failed):
+            self.notify(f"Batch done: {ended.text()}" + (" (x: failures)" if ended.failed else ""),
+                        title="Ingestion", severity="warning" if ended.failed else "information", timeout=15)
         header = self.documents_screen.query_one(IngestHeader)
-        header.record_depth(self.queue.queue_depth if self.queue else 0)
+        header.record_depth(self.queue.queue_depth if self.queue else 0,
+                            self.queue.queue_capacity if self.queue else None)
         self._show_header()
         if snapshot.stamp != self.last_stamp:
             self.last_stamp = snapshot.stamp
@@ -275,15 +346,33 @@ class KbtuiApp(App[int]):
             self.mode = "client"
             self._show_header()
 
+    def _batch_line(self) -> str:
+        started = self.batches.started_at()
+        if started is not None:
+            return f"batch running for {duration_text(self.clock() - started)}"
+        if self.batches.last is not None:
+            return f"last batch: {self.batches.last.text()}"
+        return ""
+
+    def ingest_view(self) -> IngestView:
+        """What the header shows now."""
+        return IngestView(
+            self.mode, self.collection_id, self.queue, documents_per_s=self.rate,
+            chunks_per_s=self.chunk_throughput.per_second(), eta_s=eta_seconds(self.waiting, self.rate),
+            waiting=self.waiting,
+        )
+
     def _show_header(self) -> None:
         self._header_stale = False
         if self.documents_screen.ready:
-            self.documents_screen.query_one(IngestHeader).show(self.mode, self.collection_id, self.queue, self.rate)
+            self.documents_screen.query_one(IngestHeader).show(self.ingest_view())
 
     # ------------------------------------------------------------ navigation
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # A dialog keeps the keyboard to itself (the palette stays available).
+        if action == "quit" and self._stopping:
+            return True  # the second q leaves from anywhere
         return not (isinstance(self.screen, ModalScreen) and action in _KEYS_A_DIALOG_KEEPS)
 
     def _raise_or_push(self, screen: str | Screen) -> None:
@@ -328,6 +417,20 @@ class KbtuiApp(App[int]):
 
     def on_open_hit(self, message: OpenHit) -> None:
         self.push_screen(HitPreviewScreen(self.node, message.hit, message.query, message.fallback_name, message.fusion))
+
+    def on_failures_requested(self, message: FailuresRequested) -> None:
+        self.show_failures()
+
+    def show_failures(self) -> None:
+        """The failed documents of the active collection, why, and retry."""
+        if not isinstance(self.screen, FailuresScreen):
+            self.push_screen(FailuresScreen(self.node, self.collection_id))
+
+    def on_open_reader(self, message: OpenReader) -> None:
+        self.push_screen(ReaderScreen(
+            self.node, message.document_id, message.collection_id, title=message.title, query=message.query,
+            chunk_id=message.chunk_id,
+        ))
 
     def focused_document(self) -> tuple[str, str] | None:
         """(id, name) of the document the operator is looking at, if any."""
@@ -383,6 +486,7 @@ class KbtuiApp(App[int]):
     def action_add_files(self) -> None:
         def chosen(path: str | None) -> None:
             if path:
+                self.documents_screen.following = True  # watch the new documents arrive
                 self.add_path(path, self.collection_id)
 
         self.push_screen(AddFilesScreen(), chosen)
@@ -398,8 +502,12 @@ class KbtuiApp(App[int]):
         regular file, sensitive, ...); the rest are added as Pending documents.
         """
         synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
+        self.post_message(AddsSkipped(synced.report.unchanged.count + synced.report.skipped_count))
         self._sweep_now()
         self.post_message(DocumentsChanged(collection_id, synced.report.summary() + self._who_indexes()))
+
+    def on_adds_skipped(self, message: AddsSkipped) -> None:
+        self.batches.note_skipped(message.count)
 
     def on_delete_requested(self, message: DeleteRequested) -> None:
         self.confirm_delete(message.document_id, message.name, leave_screen=message.leaving)
@@ -503,6 +611,19 @@ class KbtuiApp(App[int]):
             self.notify(f"{worker.group} failed ({type(error).__name__})", severity="error", timeout=10)
 
 
+def quit_notice(in_flight: int, counts: dict[str, int], seconds_left: float) -> str:
+    """What the first ``q`` says: what is draining, how long it may take, how to leave now."""
+    stages = ", ".join(f"{status} {counts[status]}" for status in IN_STAGES if counts.get(status))
+    if in_flight:
+        what = f"{in_flight} document{'s' if in_flight != 1 else ''} in flight" + (f" ({stages})" if stages else "")
+    else:
+        what = "nothing in flight"
+    return (
+        f"Stopping the node: {what}, up to {seconds_left:.0f} s more.\n"
+        "q again: leave now (they resume at the next start)."
+    )
+
+
 def run_app(config: Config) -> int:
     """Open the node for ``config.home`` and run the terminal UI until the operator quits.
 
@@ -517,7 +638,21 @@ def run_app(config: Config) -> int:
     )
     app = KbtuiApp(node)
     try:
-        return app.run() or 0
+        code = app.run() or 0
     finally:
-        app.stop_node(drain_timeout_s=0)
-        node.close()
+        stopper = threading.Thread(target=app.stop_node, kwargs={"drain_timeout_s": 0}, daemon=True)
+        stopper.start()
+        deadline = time.monotonic() + DETACH_AFTER_S
+        stopper.join(DETACH_AFTER_S)
+        while app.stop_in_progress() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if stopper.is_alive() or app.stop_in_progress():
+        # A pipeline thread is stuck (a hung provider): leave without running
+        # native destructors under it, which could abort the process.
+        log.warning("the node did not stop in time; leaving (its documents resume at the next start)")
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    node.close()
+    return code

@@ -30,6 +30,7 @@ def palette_commands(app: KbtuiApp) -> list[PaletteCommand]:
         PaletteCommand("Add files", "Add a file or every supported file under a directory (a)", app.action_add_files),
         PaletteCommand("Reindex all documents", "Run ingestion again for the whole collection (R)", app.confirm_reindex_all),
         PaletteCommand("Sources", "Folders, files and Git repositories: add, sync, watch (i)", app.action_sources),
+        PaletteCommand("Failures", "Failed documents, why each failed, retry (x)", app.show_failures),
         PaletteCommand("Ask a question", "Answer from the knowledge base with a local chat model (k)", app.action_ask),
         PaletteCommand("Switch collection", "Pick or create a collection (c)", app.action_switch_collection),
         PaletteCommand("Toggle explain", "Show why each search hit ranked (ctrl+r on Search)", app.action_toggle_explain),

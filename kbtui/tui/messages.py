@@ -57,6 +57,11 @@ class NodeModeDecided(Message):
 
 
 @dataclass
+class NodeStopped(Message):
+    """The pipeline this process ran has stopped (the app may leave)."""
+
+
+@dataclass
 class CatalogPolled(Message):
     """The cheap once-a-second look at the database found something to show."""
 
@@ -118,6 +123,17 @@ class OpenDocument(Message):
 
 
 @dataclass
+class OpenReader(Message):
+    """Read a document's whole text: at ``chunk_id`` when given, ``query``'s words highlighted."""
+
+    document_id: str
+    collection_id: str
+    title: str
+    query: str = ""
+    chunk_id: str | None = None
+
+
+@dataclass
 class OpenHit(Message):
     """Show a search hit in context."""
 
@@ -125,6 +141,18 @@ class OpenHit(Message):
     query: str
     fallback_name: str | None
     fusion: str | None
+
+
+@dataclass
+class FailuresRequested(Message):
+    """Show the failed documents of the active collection, by reason."""
+
+
+@dataclass
+class AddsSkipped(Message):
+    """An add of this UI left ``count`` files out (already present or refused)."""
+
+    count: int
 
 
 @dataclass

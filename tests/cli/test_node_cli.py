@@ -41,7 +41,7 @@ def test_add_without_waiting_leaves_pending_rows_and_status_says_so(home, tmp_pa
     added = kbtui(home, "add", "--no-wait", str(tmp_path / "a.md"))
     assert added.returncode == 0 and "queued" in added.stdout
     status = json.loads(kbtui(home, "status", "--json").stdout)
-    assert status == {"node_running": False, "queue": None, "documents": {"Pending": 1}}
+    assert status == {"node_running": False, "queue": None, "documents": {"Pending": 1}, "interrupted": {}}
 
 
 def test_a_client_add_is_indexed_by_the_running_node(home, tmp_path, serving_node):

@@ -122,3 +122,35 @@ def test_python_docx_itself_never_resolves_entities(tmp_path):
     secret.write_text("zqx-local-file-canary")
     opened = docx.Document(BytesIO(docx_with_external_entity(secret.as_uri())))
     assert "zqx-local-file-canary" not in "".join(p.text for p in opened.paragraphs)
+
+
+def test_a_pdf_heading_in_the_middle_of_a_page_owns_only_the_text_below_it():
+    # The R FAQ's layout: a section ends, and the next two begin, on one page.
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    pdf.add_page()
+    pdf.start_section("1 Introduction", level=0)
+    pdf.multi_cell(0, 7, "1 Introduction", new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(0, 7, "This document answers frequent questions.", new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(7)
+    pdf.start_section("2 What machines does R run on?", level=0)
+    pdf.multi_cell(0, 7, "2 What machines does R run on?", new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(0, 7, "It runs on Unix, Windows and macOS.", new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(7)
+    pdf.start_section("2.1 What is R?", level=1)
+    pdf.multi_cell(0, 7, "2.1 What is R?", new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(0, 7, "R is a system for statistical computation and graphics.", new_x="LMARGIN", new_y="NEXT")
+    elements = extract(bytes(pdf.output()), "pdf")
+    heading = None
+    under: dict[str, list[str]] = {}
+    for element in elements:
+        if element.kind == "heading":
+            heading = element.text
+        else:
+            under.setdefault(heading, []).append(element.text)
+    assert any("statistical computation" in text for text in under["2.1 What is R?"])
+    assert any("Unix, Windows" in text for text in under["2 What machines does R run on?"])
+    assert not any("statistical computation" in text for text in under["2 What machines does R run on?"])
+    assert any("frequent questions" in text for text in under["1 Introduction"])

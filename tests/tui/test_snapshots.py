@@ -11,8 +11,11 @@ from __future__ import annotations
 import pytest
 
 from kbtui.tui.screens.document import DocumentScreen
+from kbtui.tui.screens.failures import FailuresScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
+from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.search import SearchScreen
+from kbtui.tui.widgets.reader_view import ReaderView
 from tests.tui.conftest import deterministic_options, make_app, wait_until
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
@@ -111,6 +114,30 @@ def test_dialogs(snap_compare, snapshot_app, size, key):
         await documents_loaded(pilot)
         await pilot.press(key)
         await wait_until(lambda: pilot.app.screen is not pilot.app.documents_screen)
+        await pilot.pause(0.2)
+
+    assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_reader_at_the_hit(snap_compare, snapshot_app, size):
+    async def run_before(pilot) -> None:
+        await searched(pilot, "restore the database")
+        await pilot.press("down", "v")
+        await wait_until(lambda: isinstance(pilot.app.screen, ReaderScreen) and pilot.app.screen.text is not None)
+        view = pilot.app.screen.query_one(ReaderView)
+        await wait_until(lambda: view.current_match is not None)
+        await pilot.pause(0.2)
+
+    assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES[:1])
+def test_failures(snap_compare, snapshot_app, size):
+    async def run_before(pilot) -> None:
+        await documents_loaded(pilot)
+        await pilot.press("x")
+        await wait_until(lambda: isinstance(pilot.app.screen, FailuresScreen))
         await pilot.pause(0.2)
 
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actors.events import AdmissionChanged
+from kbtui.rates import rate_text
 from kbtui.tui.widgets.cells import human_size, short_time, status_cell
-from kbtui.tui.widgets.ingest_header import Throughput, header_text
+from kbtui.tui.widgets.ingest_header import IngestView, Throughput, header_text, spark_text
 from kbtui.tui.widgets.path_input import complete_path
 from kbtui.tui.widgets.snippet import HIGHLIGHT_STYLE, highlighted_snippet, query_terms
 
@@ -80,9 +83,21 @@ def test_throughput_is_a_rate_over_the_window():
 
 def test_the_header_fits_80_columns_and_says_who_indexes():
     queue = AdmissionChanged(queue_depth=120, queue_capacity=256, in_flight=8, accepted=1000, rejected=12, paused_for_s=0)
-    narrow = header_text("node", "DEFAULT", queue, 12.5, wide=False).plain
-    assert narrow == "● node DEFAULT │ queue 120/256 run 8 │ acc 1000 rej 12 │ 12.5/s"
-    assert len(narrow) + 12 + 2 <= 80  # plus the sparkline and its margins
-    wide = header_text("client", "DEFAULT", queue, 0.0, wide=True).plain
+    view = IngestView("node", "DEFAULT", queue, documents_per_s=0.25, chunks_per_s=3.1, eta_s=160, waiting=40)
+    narrow = header_text(view, wide=False).plain
+    assert narrow == "● node DEFAULT │ queue 120/256 run 8 │ 0.25 doc/s 3.1 ch/s │ ETA 2:40"
+    assert len(narrow) + 8 + 1 + 2 <= 80  # plus the sparkline and its margins
+    wide = header_text(dataclasses.replace(view, mode="client"), wide=True).plain
     assert "○ client" in wide and "in flight 8" in wide and "accepted 1000 · rejected 12" in wide
-    assert "added documents wait as Pending" in header_text("viewer", "DEFAULT", None, 0.0, wide=False).plain
+    assert "ETA 2 min 40 s" in wide
+    assert "added documents wait as Pending" in header_text(IngestView("viewer", "DEFAULT", None), wide=False).plain
+
+
+def test_a_slow_pace_does_not_read_as_zero_and_the_sparkline_keeps_its_scale():
+    rate = Throughput()
+    for second in range(0, 31, 5):  # one document every five seconds
+        rate.record(float(second), second // 5)
+    assert rate_text(rate.per_second()) == "0.20/s"
+    steady = spark_text([76.0] * 8, 256.0)
+    assert steady == "▂" * 8  # a steady queue of 76 of 256 reads as such, not as empty or full
+    assert spark_text([0.0, 1.0, 256.0], 256.0) == " ▁█"

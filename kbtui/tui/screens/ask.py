@@ -7,7 +7,9 @@ worker and report back by message; the UI loop never waits on them.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from rich.text import Text
 from textual import on, work
@@ -19,9 +21,36 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
+from kbtui.config import Config
 from kbtui.node import Node
+from kbtui.printable import printable
 from kbtui.retrieval.search import SearchResponse
-from kbtui.tools.ask import AskOutcome, answer_question, search_instead
+from kbtui.tools.ask import STATUS_MESSAGES, AskOutcome, answer_question, search_instead
+from kbtui.tools.locality import decide, effective_chat_model
+
+PROBE_TIMEOUT_S = 2.0
+
+
+def chat_model_problem(config: Config, model: str | None = None) -> str | None:
+    """Why no chat model would answer, found before anything is typed (None: it may).
+
+    Checks the configuration and whether the chat host accepts a connection
+    (nothing is sent: no question, no document text), with a short timeout;
+    a model missing on a reachable server is still found by the first question.
+    """
+    endpoint = effective_chat_model(config, pinned_model=model)
+    if not endpoint.model:
+        return STATUS_MESSAGES["no_chat_model"]
+    decision = decide(endpoint, allow_cloud_model_access=config.allow_cloud_model_access is True)
+    if not decision.tools_allowed:
+        return decision.notice()
+    address = urlsplit(endpoint.host if "://" in endpoint.host else f"http://{endpoint.host}")
+    try:
+        port = address.port or (443 if address.scheme == "https" else 80)
+        with socket.create_connection((address.hostname or "127.0.0.1", port), timeout=PROBE_TIMEOUT_S):
+            return None
+    except (OSError, ValueError):
+        return STATUS_MESSAGES["chat_model_unreachable"]
 
 
 class AskScreen(Screen[None]):
@@ -61,12 +90,14 @@ class AskScreen(Screen[None]):
         *,
         collection_id: str,
         model_label: str,
+        probe: Callable[[], str | None] | None = None,
         name: str | None = None,
         id: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id)
         self._ask = ask
         self._search = search
+        self._probe = probe
         self.collection_id = collection_id
         self.model_label = model_label
         self.question = ""
@@ -83,6 +114,7 @@ class AskScreen(Screen[None]):
             lambda question: search_instead(node, question, collection_id, limit=config.search_limit),
             collection_id=collection_id,
             model_label=model or config.chat_model,
+            probe=lambda: chat_model_problem(config, model),
         )
 
     def compose(self) -> ComposeResult:
@@ -99,6 +131,26 @@ class AskScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#ask-actions").display = False
         self.query_one("#ask-question", Input).focus()
+        if self._probe is not None:
+            self._run_probe()
+
+    class Probed(Message):
+        """Whether a chat model would answer, found when the screen opened."""
+
+        def __init__(self, problem: str | None) -> None:
+            super().__init__()
+            self.problem = problem
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="ask-probe")
+    def _run_probe(self) -> None:
+        assert self._probe is not None
+        self.post_message(self.Probed(self._probe()))
+
+    def on_ask_screen_probed(self, message: Probed) -> None:
+        if message.problem and not self.question:
+            # Said before anything is typed, with the way round it.
+            self._set_status(f"{message.problem} Type your question, then ctrl+s searches instead.")
+            self.query_one("#ask-actions").display = True
 
     # ------------------------------------------------------------ asking
 
@@ -144,6 +196,8 @@ class AskScreen(Screen[None]):
 
     @on(Button.Pressed, "#ask-search-instead")
     def action_search_instead(self) -> None:
+        # What is in the box (typed but not yet asked) or the last question asked.
+        self.question = self.query_one("#ask-question", Input).value.strip() or self.question
         if not self.question:
             return
         self._set_status("Searching…")
@@ -159,16 +213,28 @@ class AskScreen(Screen[None]):
         self._set_status(f"{len(response.hits)} search result(s){degraded}")
         table = self.query_one("#ask-results", DataTable)
         table.clear(columns=True)
-        table.add_columns("#", "Title", "Source", "Text")
+        # Fixed widths: the text gets what title and source leave, not a squeezed 20 columns.
+        width = max(60, table.size.width or self.app.size.width)
+        title_width = min(28, width // 4)
+        source_width = min(20, width // 6)
+        text_width = max(30, width - title_width - source_width - 3 - 10)
+        table.add_column("#", width=3)
+        table.add_column("Title", width=title_width)
+        table.add_column("Source", width=source_width)
+        table.add_column("Text", width=text_width)
         for rank, hit in enumerate(response.hits, start=1):
-            title = hit.heading_path or hit.source_path or hit.document_id[:12]
-            snippet = " ".join(hit.text.split())[:200]
-            table.add_row(Text(str(rank)), Text(title), Text(hit.source_path), Text(snippet))
+            title = printable(hit.heading_path or hit.source_path or hit.document_id[:12])
+            snippet = printable(" ".join(hit.text.split())[: text_width * 2])
+            table.add_row(Text(str(rank)), Text(title, no_wrap=True, overflow="ellipsis"),
+                          Text(printable(hit.source_path), no_wrap=True, overflow="ellipsis"),
+                          Text(snippet, no_wrap=True, overflow="ellipsis"))
         table.border_title = "Search results"
 
     # ------------------------------------------------------------ plumbing
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.group == "ask-probe":
+            return  # a failed probe says nothing; asking will
         if event.state == WorkerState.ERROR and event.worker.group in ("ask", "ask-search"):
             error = event.worker.error
             # The exception type only: messages can carry document or query text.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -41,14 +41,27 @@ class CollectionsScreen(ModalScreen[str | None]):
                 *[Option(Text(("● " if c == self.current else "  ") + c), id=c) for c in self.collections],
                 id="collections-list",
             )
-            yield Input(placeholder="or type a new collection name, Enter", id="collections-new", compact=True)
+            yield Input(placeholder="type a new collection name, or ↑/↓ to pick one", id="collections-new", compact=True)
             yield Static("", id="collections-problem")
 
     def on_mount(self) -> None:
         self.query_one(Vertical).border_title = "Collections"
         options = self.query_one(OptionList)
         options.highlighted = self.collections.index(self.current)
-        options.focus()
+        # Typing goes to the name box (typed text is never dropped); the arrows
+        # move the highlight in the list; Enter on an empty box picks it.
+        self.query_one("#collections-new", Input).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        options = self.query_one(OptionList)
+        box = self.query_one("#collections-new", Input)
+        if box.has_focus and event.key in ("up", "down"):
+            options.action_cursor_up() if event.key == "up" else options.action_cursor_down()
+            event.stop()
+        elif options.has_focus and event.is_printable and event.character:
+            box.focus()
+            box.insert_text_at_cursor(event.character)
+            event.stop()
 
     @on(OptionList.OptionSelected, "#collections-list")
     def chose(self, event: OptionList.OptionSelected) -> None:
@@ -57,6 +70,9 @@ class CollectionsScreen(ModalScreen[str | None]):
     @on(Input.Submitted, "#collections-new")
     def typed(self, event: Input.Submitted) -> None:
         if not event.value.strip():
+            options = self.query_one(OptionList)
+            if options.highlighted is not None:
+                self.dismiss(self.collections[options.highlighted])
             return
         try:
             self.dismiss(canonical_collection_id(event.value))

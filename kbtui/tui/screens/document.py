@@ -4,7 +4,7 @@ status history, the sections tree and the chunk list; reindex or delete."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
@@ -13,8 +13,9 @@ from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, T
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.reads import DocumentDetail
-from kbtui.tui.messages import DeleteRequested, ReindexRequested
+from kbtui.reads import DocumentDetail, Status
+from kbtui.reasons import explain_reason
+from kbtui.tui.messages import DeleteRequested, OpenReader, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size, status_cell
 
@@ -31,6 +32,9 @@ def metadata_text(detail: DocumentDetail) -> Text:
     text.append("status    ", style="dim")
     text.append_text(status)
     text.append(f"   {row.chunk_count} chunks · {len(detail.sections)} sections · {human_size(row.size_bytes)} {row.format}\n")
+    if row.status == Status.FAILED.value and row.reason:
+        text.append("why       ", style="dim")
+        text.append(f"{explain_reason(row.reason)} (r: retry)\n", style="red")
     if row.source_path:
         text.append("source    ", style="dim")
         text.append(printable(row.source_path) + "\n")
@@ -76,6 +80,7 @@ class DocumentScreen(KbtuiScreen):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="document.back"),
+        Binding("v", "read", "Read", id="document.read", tooltip="The whole text (Enter on a chunk: from there)"),
         Binding("r", "reindex", "Reindex", id="document.reindex"),
         Binding("d", "delete", "Delete", id="document.delete"),
         Binding("1", "show_tab('history')", "History", id="document.history", show=False),
@@ -138,14 +143,27 @@ class DocumentScreen(KbtuiScreen):
         build_section_tree(self.query_one("#document-sections", Tree), detail)
         chunks = self.query_one("#document-chunks", DataTable)
         chunks.clear(columns=True)
-        chunks.add_columns("#", "Kind", "Page", "Offsets", "Tok", "Text")
+        chunks.add_columns("#", "Kind", "Page", "Offsets", "Tok")
+        # The text column takes what the screen has left; Enter reads the whole chunk in place.
+        chunks.add_column("Text (Enter: read)", width=max(20, self.app.size.width - 37))
         for chunk in detail.chunks:
             chunks.add_row(
                 Text(str(chunk.ordinal), justify="right"), Text(chunk.kind),
                 Text("" if chunk.page is None else str(chunk.page), justify="right"),
                 Text(f"{chunk.start_offset}–{chunk.end_offset}"), Text(str(chunk.token_estimate), justify="right"),
-                Text(chunk.preview[:60]),
+                Text(chunk.preview),
+                key=chunk.chunk_id,
             )
+
+    def action_read(self, chunk_id: str | None = None) -> None:
+        if self.detail is None:
+            return
+        row = self.detail.row
+        self.post_message(OpenReader(row.document_id, row.collection_id, printable(row.name), chunk_id=chunk_id))
+
+    @on(DataTable.RowSelected, "#document-chunks")
+    def read_chunk(self, event: DataTable.RowSelected) -> None:
+        self.action_read(event.row_key.value)
 
     def action_show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab

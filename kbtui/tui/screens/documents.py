@@ -23,14 +23,17 @@ from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist
 from actors.events import DocumentStatusChanged
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.reads import DocumentRow, Status
-from kbtui.tui.messages import AddRequested, DeleteRequested, OpenDocument, ReindexRequested
+from kbtui.reads import DocumentRow, Status, is_interrupted
+from kbtui.reasons import INTERRUPTED, explain_reason
+from kbtui.tui.messages import AddRequested, DeleteRequested, FailuresRequested, OpenDocument, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import human_size, short_time, status_cell
 from kbtui.tui.widgets.ingest_header import IngestHeader
 
 FILTERS: tuple[str | None, ...] = (None, *(s.value for s in Status))
-FIXED_COLUMNS = (("status", "Status", 22), ("size", "Size", 9), ("chunks", "Chunks", 6), ("updated", "Upd.", 5))
+# Reasons are explained below the table (and in the failures view), so the
+# status column stays narrow and the name gets the room.
+FIXED_COLUMNS = (("status", "Status", 15), ("size", "Size", 9), ("chunks", "Chunks", 6), ("updated", "Upd.", 5))
 # Cell padding (2 per column), the vertical scrollbar (1) and a spare column.
 TABLE_CHROME = 2 * (len(FIXED_COLUMNS) + 1) + 2
 MIN_NAME_WIDTH = 12
@@ -38,8 +41,14 @@ EMPTY = "No documents yet. Press a to add a folder, a file or a repository, i fo
 
 
 def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis."""
-    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+    """``text`` cut to ``width`` characters, the ellipsis in the middle: names
+    that share a long beginning still differ where they end (``report-2024…-03.pdf``)."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(0, width - 1)] + "…"
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 class DocumentsScreen(KbtuiScreen):
@@ -50,14 +59,20 @@ class DocumentsScreen(KbtuiScreen):
         Binding("d", "delete_selected", "Delete", id="documents.delete", tooltip="Delete the selected document"),
         Binding("r", "reindex_selected", "Reindex", id="documents.reindex"),
         Binding("R", "reindex_all", "Reindex all", id="documents.reindex_all", show=False),
-        Binding("f", "cycle_filter", "Filter", id="documents.filter", tooltip="Show one status only"),
+        Binding("f", "cycle_filter", "Filter", id="documents.filter",
+                tooltip="Next status that has documents (0-6: All, Pending ... Failed)"),
+        Binding("x", "failures", "Failures", id="documents.failures", tooltip="Failed documents, why, and retry"),
         Binding("escape", "clear_filter", "All", id="documents.clear_filter", show=False),
+        *[Binding(str(key), f"filter_key({key})", label, id=f"documents.filter_{key}", show=False)
+          for key, label in enumerate(("All", *(s.value for s in Status)))],
     ]
 
     DEFAULT_CSS = """
     DocumentsScreen #documents-filter { height: 1; padding: 0 1; color: $text-muted; }
     DocumentsScreen #documents { height: 1fr; scrollbar-size-vertical: 1; }
     DocumentsScreen #documents-empty { height: auto; padding: 1 2; color: $text-muted; display: none; }
+    DocumentsScreen #documents-hint { height: 1; padding: 0 1; color: $text-muted; }
+    DocumentsScreen #documents-hint.-failed { color: $error; }
     """
 
     class RowsLoaded(Message):
@@ -78,6 +93,9 @@ class DocumentsScreen(KbtuiScreen):
         self.rows: dict[str, DocumentRow] = {}
         self.counts: dict[str, int] = {}
         self.name_width = 0
+        self.node_running = True
+        self.following = True  # the cursor follows new rows until the operator moves it
+        self.batch_line = ""
         self._reload_wanted = False
         self._ready = False
 
@@ -86,6 +104,7 @@ class DocumentsScreen(KbtuiScreen):
         yield Static(id="documents-filter")
         yield Static(Text(EMPTY), id="documents-empty")
         yield DataTable(id="documents", cursor_type="row", zebra_stripes=True)
+        yield Static(id="documents-hint")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -166,14 +185,20 @@ class DocumentsScreen(KbtuiScreen):
             self._fill(rows)
             return
         now = self.clock()
+        added = False
+        had_rows = bool(self.rows)
         for row in rows:
             old = self.rows.get(row.document_id)
             if old is None:
                 table.add_row(*self._cells(row, now), key=row.document_id)
+                added = True
             elif old != row:
                 self._update_row(table, old, row, now)
             self.rows[row.document_id] = row
         self._show_empty(not rows)
+        if added and had_rows and self.following and table.row_count:
+            self._move_cursor(table, table.row_count - 1)
+        self._show_hint()
 
     def _fill(self, rows: list[DocumentRow]) -> None:
         table = self.query_one("#documents", DataTable)
@@ -185,20 +210,25 @@ class DocumentsScreen(KbtuiScreen):
             table.add_row(*self._cells(row, now), key=row.document_id)
             self.rows[row.document_id] = row
         if selected in self.rows:
-            table.move_cursor(row=table.get_row_index(selected), animate=False)
+            self._move_cursor(table, table.get_row_index(selected))
         self._show_empty(not rows)
+        self._show_hint()
 
     def _show_empty(self, empty: bool) -> None:
         notice = self.query_one("#documents-empty", Static)
         notice.display = empty
         if empty:
-            filtered = f"No {self.status_filter} documents. f: next status, Esc: all."
+            filtered = f"No {self.status_filter} documents. f: next status, 0: all."
             notice.update(Text(EMPTY if self.status_filter is None else filtered))
 
     def _cells(self, row: DocumentRow, now: float) -> tuple[Text, ...]:
+        if is_interrupted(row.status, self.node_running):
+            status = Text("interrupted", style="yellow")
+        else:
+            status = status_cell(row.status, row.progress, None)
         return (
             Text(fit(printable(row.name), self.name_width)),
-            status_cell(row.status, row.progress, row.reason),
+            status,
             Text(human_size(row.size_bytes), justify="right"),
             Text(str(row.chunk_count), justify="right"),
             Text(short_time(row.updated_at, now)),
@@ -247,10 +277,13 @@ class DocumentsScreen(KbtuiScreen):
             self._update_row(table, old, new, now)
             self.rows[event.document_id] = new
 
-    def show_counts(self, counts: dict[str, int]) -> None:
+    def show_counts(self, counts: dict[str, int], *, node_running: bool | None = None) -> None:
         """The status line: how many documents are in each status, the filter marked."""
         self.counts = counts
-        line = Text()
+        if node_running is not None and node_running != self.node_running:
+            self.node_running = node_running
+            self._fill(list(self.rows.values()))  # in-stage rows now read "interrupted", or no longer
+        line = Text(no_wrap=True, overflow="ellipsis")
         entries = [(None, "All", sum(counts.values()))] + [
             (s.value, s.value, counts.get(s.value, 0)) for s in Status if counts.get(s.value) or s.value == self.status_filter
         ]
@@ -259,8 +292,38 @@ class DocumentsScreen(KbtuiScreen):
                 line.append(" · ")
             style = "bold reverse" if value == self.status_filter else ""
             line.append(f"{label} {count}", style=style)
-        line.append("   f: filter", style="dim")
+        interrupted = sum(n for status, n in counts.items() if is_interrupted(status, self.node_running))
+        if interrupted:
+            line.append(f"   {interrupted} {INTERRUPTED}", style="yellow")
+        else:
+            line.append("   f/0-6: filter", style="dim")
         self.query_one("#documents-filter", Static).update(line)
+
+    def show_batch(self, line: str) -> None:
+        """The batch line (running, or what the last one did), below the table."""
+        self.batch_line = line
+        self._show_hint()
+
+    def _show_hint(self) -> None:
+        """Below the table: why the selected document failed, else how the batch goes."""
+        hint = self.query_one("#documents-hint", Static)
+        row = self.selected_row()
+        failed = row is not None and row.status == Status.FAILED.value
+        if row is not None and failed:
+            text = f"{row.reason or 'failed'}: {explain_reason(row.reason)} · r: retry · x: all failures"
+        else:
+            text = self.batch_line
+        hint.set_class(failed, "-failed")
+        hint.update(Text(text, no_wrap=True, overflow="ellipsis"))
+
+    @on(DataTable.RowHighlighted, "#documents")
+    def highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # On the last row the list follows new documents (as tail -f does); anywhere else it stays put.
+        self.following = event.cursor_row >= event.data_table.row_count - 1
+        self._show_hint()
+
+    def _move_cursor(self, table: DataTable, row: int) -> None:
+        table.move_cursor(row=row, animate=False)
 
     # ------------------------------------------------------------ actions
 
@@ -304,8 +367,20 @@ class DocumentsScreen(KbtuiScreen):
         self.post_message(ReindexRequested(None))
 
     def action_cycle_filter(self) -> None:
+        """The next status that has documents (empty ones are skipped), then All."""
         index = FILTERS.index(self.status_filter)
-        self.set_filter(FILTERS[(index + 1) % len(FILTERS)])
+        for step in range(1, len(FILTERS) + 1):
+            candidate = FILTERS[(index + step) % len(FILTERS)]
+            if candidate is None or self.counts.get(candidate):
+                self.set_filter(candidate)
+                return
+
+    def action_filter_key(self, key: int) -> None:
+        """0: all, 1-6: Pending, Extracting, Chunking, Embedding, Indexed, Failed."""
+        self.set_filter(FILTERS[key])
+
+    def action_failures(self) -> None:
+        self.post_message(FailuresRequested())
 
     def action_clear_filter(self) -> None:
         if self.status_filter is not None:

@@ -14,8 +14,9 @@ from textual.widgets import Footer, Static
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
+from kbtui.reads import chunk_overlap
 from kbtui.retrieval.search import Hit
-from kbtui.tui.messages import OpenDocument
+from kbtui.tui.messages import OpenDocument, OpenReader
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import inert
 from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
@@ -47,6 +48,8 @@ def reflow(text: str, kind: str) -> str:
 
 def chunk_caption(record: ChunkRecord, is_hit: bool) -> str:
     parts = [("this hit" if is_hit else "neighbour") + f" · chunk {record.ordinal}"]
+    if record.symbol:
+        parts.append(f"ƒ {inert(record.symbol)}")
     if record.heading_path:
         parts.append(inert(record.heading_path).replace(HEADING_SEPARATOR, TRAIL_SEPARATOR))
     if record.page is not None:
@@ -60,6 +63,7 @@ class HitPreviewScreen(KbtuiScreen):
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="preview.back"),
+        Binding("v", "read", "Read", id="preview.read", tooltip="The whole document, at this hit"),
         Binding("o", "open_document", "Document", id="preview.document"),
     ]
 
@@ -88,7 +92,8 @@ class HitPreviewScreen(KbtuiScreen):
         heading = Text(hit_title(self.hit, self.fallback_name), style="bold")
         where = inert(self.hit.source_path) or self.fallback_name or self.hit.document_id[:12]
         page = f" · p.{self.hit.page}" if self.hit.page is not None else ""
-        heading.append(f"\n{where}{page} · {self.hit.score_kind} {self.hit.score:.4f} · ", style="dim")
+        symbol = f" · ƒ {inert(self.hit.symbol)}" if self.hit.symbol else ""
+        heading.append(f"\n{where}{symbol}{page} · {self.hit.score_kind} {self.hit.score:.4f} · ", style="dim")
         heading.append_text(explain_text(self.hit, self.fusion))
         yield Static(heading, id="preview-heading")
         yield VerticalScroll(Static(Text("Loading…")), id="preview-chunks")
@@ -109,17 +114,30 @@ class HitPreviewScreen(KbtuiScreen):
             await container.mount(Static(Text("This chunk is no longer in the index (deleted or re-indexed).")))
             return
         widgets = []
+        overlap_limit = self.node.config.chunking.overlap_chars
+        previous: ChunkRecord | None = None
         for record in message.records:
             is_hit = record.chunk_id == self.hit.chunk_id
             body = Text(chunk_caption(record, is_hit) + "\n", style="bold" if is_hit else "dim")
-            text = reflow(record.text, record.kind)
+            text = record.text
+            if previous is not None and previous.section_key == record.section_key:
+                # The chunker repeats the end of a chunk at the start of the next: show it once.
+                text = text[chunk_overlap(previous.text, text, overlap_limit):].lstrip()
+            text = reflow(text, record.kind)
             body.append_text(highlighted(text, self.search_query) if is_hit else Text(inert(text)))
             widgets.append(Static(body, classes="chunk -hit" if is_hit else "chunk"))
+            previous = record
         await container.mount_all(widgets)
         target = next((w for w in widgets if w.has_class("-hit")), None)
-        if target is not None:
-            container.scroll_to_widget(target, animate=False, top=True)
         container.focus()
+        if target is not None:
+            # After the layout, or the scroll lands short (the hit low on screen, off it at 60x20).
+            self.call_after_refresh(container.scroll_to_widget, target, animate=False, top=True)
 
     def action_open_document(self) -> None:
         self.post_message(OpenDocument(self.hit.document_id))
+
+    def action_read(self) -> None:
+        title = hit_title(self.hit, self.fallback_name)
+        self.post_message(OpenReader(self.hit.document_id, self.hit.collection_id, title, self.search_query,
+                                     self.hit.chunk_id))

@@ -27,9 +27,9 @@ from kbtui.node import Node
 from kbtui.printable import printable
 from kbtui.retrieval.matching import NONE, RELATED
 from kbtui.retrieval.search import ALL_COLLECTIONS, SearchResponse
-from kbtui.tui.messages import OpenHit, SearchFinished
+from kbtui.tui.messages import OpenHit, OpenReader, SearchFinished
 from kbtui.tui.screens.base import KbtuiScreen
-from kbtui.tui.widgets.hit_list import HitList, degradation_text
+from kbtui.tui.widgets.hit_list import HitList, degradation_text, hit_title
 
 if TYPE_CHECKING:
     from kbtui.tui.app import TuiOptions
@@ -47,6 +47,7 @@ class SearchScreen(KbtuiScreen):
             tooltip="Search every collection, or only the active one",
         ),
         Binding("down", "focus_results", "Results", id="search.results", show=False),
+        Binding("v", "read_hit", "Read", id="search.read", tooltip="The whole document at this hit"),
     ]
 
     DEFAULT_CSS = """
@@ -71,6 +72,8 @@ class SearchScreen(KbtuiScreen):
         self.answered_query = ""  # the text ``response`` answers
         self.names: dict[str, str] = {}
         self._debounce: Timer | None = None
+        self._open_first_when_answered = False
+        self.answered_generation = -1
 
     def compose(self) -> ComposeResult:
         yield Static(id="search-heading")
@@ -88,7 +91,10 @@ class SearchScreen(KbtuiScreen):
         self._show_heading()
 
     def focus_input(self) -> None:
-        self.query_one("#search-input", Input).focus()
+        """Into the box with the old query selected: typing replaces it (``/`` again starts afresh)."""
+        box = self.query_one("#search-input", Input)
+        box.focus()
+        box.select_all()
 
     @property
     def scope_name(self) -> str:
@@ -107,18 +113,27 @@ class SearchScreen(KbtuiScreen):
     def typed(self, event: Input.Changed) -> None:
         self.query_text = event.value
         self.generation += 1
+        self._open_first_when_answered = False  # Enter was for what was typed before
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(self.options.search_debounce_s, self._search_now)
 
     @on(Input.Submitted, "#search-input")
     def submitted(self) -> None:
+        """Enter in the box opens the first hit (once the search for what is typed answers)."""
+        if self.response is not None and self.answered_generation == self.generation:
+            self._open_first()
+            return
         if self._debounce is not None:
             self._debounce.stop()
+        self._open_first_when_answered = True
         self._search_now()
-        results = self.query_one(HitList)
-        if results.option_count:
-            results.focus()
+
+    def _open_first(self) -> None:
+        self._open_first_when_answered = False
+        if self.response is not None and self.response.hits:
+            self.query_one(HitList).highlighted = 0
+            self._post_open(0)
 
     def show_collection(self, collection_id: str) -> None:
         """Search another collection (again, if a query is typed)."""
@@ -131,6 +146,7 @@ class SearchScreen(KbtuiScreen):
     def _search_now(self) -> None:
         query = self.query_text.strip()
         if not query:
+            self._open_first_when_answered = False
             self.response = None
             self.query_one(HitList).clear_options()
             self._set_status("Type to search.")
@@ -153,7 +169,10 @@ class SearchScreen(KbtuiScreen):
             return  # an older keystroke's answer
         self.response = message.response
         self.answered_query = message.query
+        self.answered_generation = message.generation
         self._render_results()
+        if self._open_first_when_answered:
+            self._open_first()
 
     def _render_results(self) -> None:
         response = self.response
@@ -193,9 +212,22 @@ class SearchScreen(KbtuiScreen):
     def open_hit(self, event: OptionList.OptionSelected) -> None:
         if self.response is None or event.option.id is None:
             return
-        hit = self.response.hits[int(event.option.id)]
+        self._post_open(int(event.option.id))
+
+    def _post_open(self, index: int) -> None:
+        assert self.response is not None
+        hit = self.response.hits[index]
         fusion = self.response.explain.fusion if self.response.explain is not None else None
         self.post_message(OpenHit(hit, self.query_text, self.names.get(hit.document_id), fusion))
+
+    def action_read_hit(self) -> None:
+        """``v``: the highlighted hit's whole document, at the hit."""
+        results = self.query_one(HitList)
+        if self.response is None or results.highlighted is None or not self.response.hits:
+            return
+        hit = self.response.hits[results.highlighted]
+        title = hit_title(hit, self.names.get(hit.document_id))
+        self.post_message(OpenReader(hit.document_id, hit.collection_id, title, self.query_text, hit.chunk_id))
 
     def action_focus_results(self) -> None:
         results = self.query_one(HitList)

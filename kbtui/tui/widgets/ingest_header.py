@@ -1,19 +1,22 @@
-"""The ingestion header: who indexes, the queue, counters, throughput and a
-sparkline of queue depth."""
+"""The ingestion header: who indexes, the queue, documents/s and chunks/s over a
+sliding window, the time left, and a queue-depth sparkline on a steady scale."""
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Sparkline, Static
+from textual.widgets import Static
 
 from actors.events import AdmissionChanged
+from kbtui.rates import SlidingRate, duration_text, rate_text
 
-SPARKLINE_SAMPLES = 60
-THROUGHPUT_WINDOW_S = 10.0
+SPARKLINE_SAMPLES = 8
+SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
+THROUGHPUT_WINDOW_S = 30.0
 
 MODE_LABELS = {
     "starting": ("…", "starting"),
@@ -23,48 +26,76 @@ MODE_LABELS = {
 }
 
 
-class Throughput:
-    """Documents finished per second over a sliding window, from a running total."""
+class Throughput(SlidingRate):
+    """Documents (or chunks) finished per second over a sliding window, from a running total."""
 
     def __init__(self, window_s: float = THROUGHPUT_WINDOW_S) -> None:
-        self.window_s = window_s
-        self._samples: deque[tuple[float, int]] = deque()
-
-    def record(self, at: float, finished_total: int) -> None:
-        self._samples.append((at, finished_total))
-        while len(self._samples) > 2 and at - self._samples[1][0] >= self.window_s:
-            self._samples.popleft()
-
-    def per_second(self) -> float:
-        if len(self._samples) < 2:
-            return 0.0
-        (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
-        if t1 <= t0:
-            return 0.0
-        return max(0, n1 - n0) / (t1 - t0)
+        super().__init__(window_s)
 
 
-def header_text(mode: str, collection_id: str, queue: AdmissionChanged | None, rate: float, *, wide: bool) -> Text:
-    """One line, e.g. ``● node DEFAULT │ queue 12/256 · in flight 8 │ accepted 120 · rejected 0 │ 4.2 doc/s``
-    (``queue 12/256 run 8 │ acc 120 rej 0 │ 4.2/s`` when not ``wide``, to fit 80 columns)."""
-    mark, label = MODE_LABELS.get(mode, ("?", mode))
+@dataclass(frozen=True)
+class IngestView:
+    """What the header says; the app computes it from the queue and the polls."""
+
+    mode: str
+    collection_id: str
+    queue: AdmissionChanged | None
+    documents_per_s: float = 0.0
+    chunks_per_s: float = 0.0
+    eta_s: float | None = None
+    waiting: int = 0  # documents pending or in a stage, in the collection
+
+
+def clock_text(seconds: float | None) -> str:
+    """``2:40``, ``1:02:03``, or ``–`` when unknown (the narrow header's ETA)."""
+    if seconds is None:
+        return "–"
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def header_text(view: IngestView, *, wide: bool) -> Text:
+    """One line: ``● node DEFAULT │ queue 39/256 run 8 │ 0.25 doc/s 3.1 chunk/s │ ETA 2:40``
+    (shorter words when not ``wide``, to fit 80 columns beside the sparkline)."""
+    mark, label = MODE_LABELS.get(view.mode, ("?", view.mode))
+    queue = view.queue
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(f"{mark} {label} ", style="bold")
-    text.append(collection_id, style="bold")
+    text.append(view.collection_id, style="bold")
     text.append(" │ ")
     if queue is None:
-        text.append("added documents wait as Pending" if mode == "viewer" else "queue –", style="dim")
+        text.append("added documents wait as Pending" if view.mode == "viewer" else "queue –", style="dim")
     else:
         if wide:
             text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} · in flight {queue.in_flight}")
             text.append(f" │ accepted {queue.accepted} · rejected {queue.rejected}")
         else:
             text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} run {queue.in_flight}")
-            text.append(f" │ acc {queue.accepted} rej {queue.rejected}")
         if queue.paused_for_s > 0:
             text.append(f" · paused {queue.paused_for_s:.0f}s", style="bold")
-    text.append(f" │ {rate:.1f} doc/s" if wide else f" │ {rate:.1f}/s")
+    if view.mode == "viewer":
+        return text
+    docs, chunks = rate_text(view.documents_per_s), rate_text(view.chunks_per_s)
+    narrow = f" │ {docs.replace('/', ' doc/')} {chunks.replace('/', ' ch/')}"
+    text.append(f" │ documents {docs} · chunks {chunks}" if wide else narrow)
+    if view.waiting:
+        eta = duration_text(view.eta_s) if wide else clock_text(view.eta_s)
+        text.append(f" │ ETA {eta}", style="bold")
     return text
+
+
+def spark_text(depths: list[float], scale: float) -> str:
+    """Queue depths as blocks on a fixed ``scale`` (the queue's capacity), so a
+    steady queue looks steady and a full one looks full."""
+    top = len(SPARK_BLOCKS) - 1
+    scale = max(scale, 1.0)
+
+    def level(depth: float) -> int:
+        # Anything queued shows at least the lowest block: never an empty-looking line.
+        return 0 if depth <= 0 else min(top, max(1, round(depth / scale * top)))
+
+    return "".join(SPARK_BLOCKS[level(d)] for d in depths)
 
 
 class IngestHeader(Horizontal):
@@ -73,28 +104,31 @@ class IngestHeader(Horizontal):
     DEFAULT_CSS = """
     IngestHeader { height: 1; background: $panel; }
     IngestHeader #ingest-summary { width: 1fr; height: 1; padding: 0 1; }
-    IngestHeader #queue-sparkline { width: 12; height: 1; margin-right: 1; }
+    IngestHeader #queue-sparkline { width: 8; height: 1; margin-right: 1; color: $accent; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._depths: deque[float] = deque([0.0] * SPARKLINE_SAMPLES, maxlen=SPARKLINE_SAMPLES)
-        self._shown: tuple[str, str, AdmissionChanged | None, float] | None = None
+        self._scale = 1.0
+        self._shown: IngestView | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="ingest-summary")
-        yield Sparkline(list(self._depths), id="queue-sparkline", summary_function=max)
+        yield Static(spark_text(list(self._depths), self._scale), id="queue-sparkline")
 
-    def show(self, mode: str, collection_id: str, queue: AdmissionChanged | None, rate: float) -> None:
-        self._shown = (mode, collection_id, queue, rate)
+    def show(self, view: IngestView) -> None:
+        self._shown = view
         wide = self.size.width >= 110
-        self.query_one("#ingest-summary", Static).update(header_text(mode, collection_id, queue, rate, wide=wide))
+        self.query_one("#ingest-summary", Static).update(header_text(view, wide=wide))
 
     def on_resize(self) -> None:
         # The wording depends on the width: say it again once the width is known or changes.
         if self._shown is not None:
-            self.show(*self._shown)
+            self.show(self._shown)
 
-    def record_depth(self, depth: int) -> None:
+    def record_depth(self, depth: int, capacity: int | None) -> None:
         self._depths.append(float(depth))
-        self.query_one("#queue-sparkline", Sparkline).data = list(self._depths)
+        # The queue's capacity when known, else the largest depth seen (never shrinking).
+        self._scale = float(capacity) if capacity else max(self._scale, float(depth))
+        self.query_one("#queue-sparkline", Static).update(Text(spark_text(list(self._depths), self._scale)))

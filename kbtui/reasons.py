@@ -1,0 +1,43 @@
+"""What each failure reason code means, in one line an operator can act on.
+
+The pipeline records fixed, content-free codes (``extract_corrupt``,
+``no_text``, ...); the CLI (``kbtui ls``, ``kbtui show``) and the terminal
+UI (the failures panel) both explain them from this one table.
+"""
+
+from __future__ import annotations
+
+REASONS: dict[str, str] = {
+    "extract_timeout": (
+        "the parser did not finish in time; a very large or malformed file "
+        "(raise [extraction] timeout_seconds to try again)"
+    ),
+    "extract_too_large": "the file, its extracted text or its unpacked size is over the extraction limits",
+    "extract_unsupported": "no reader for this file format",
+    "extract_corrupt": "the parser could not read the file: it is damaged or not what its name says",
+    "extract_encrypted": "the file is password-protected; add a decrypted copy",
+    "extract_unsafe": "the file uses a construct refused on purpose (XML entities or DOCTYPE, a zip bomb)",
+    "extract_crashed": "the parser's worker process died on this file",
+    "extract_unavailable": "extraction was shut down while this file waited; re-index it",
+    "no_text": "no text could be extracted (a scanned PDF or an image: there is no OCR)",
+    "blob_corrupt": "the encrypted source failed authentication (damaged or swapped); add the file again",
+    "internal_error": "kbtui failed on this document; the log has the error type; re-index to retry",
+    "embedder_unavailable": "the embedding model was unavailable; it is retried with back-off",
+    "embedder_error": "the embedding model failed on this document",
+    "embedder_timeout": "the embedding model did not answer in time; it is retried",
+    "embedder_changed": "the embedding model changed while embedding; it is embedded again",
+    "embedding_model_missing": "the local embedding model is not installed (run make setup)",
+    "vector_dim_mismatch": "the model's vectors have another width than the index; re-index everything",
+    "vector_not_finite": "the model returned invalid numbers for this document",
+    "storage_full": "the disk was full; it is retried when space returns",
+    "storage_error": "the outcome could not be recorded; it is retried",
+}
+
+INTERRUPTED = "interrupted — resumes at next start"
+
+
+def explain_reason(code: str | None) -> str:
+    """One line for ``code`` (an unknown code is shown as itself)."""
+    if not code:
+        return ""
+    return REASONS.get(code, code.replace("_", " "))
