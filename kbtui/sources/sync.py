@@ -270,7 +270,8 @@ def register_source(
         label = check_source_name(name)
     else:
         taken = {s.name for s in catalog.list_sources(store, collection_id)}
-        base = check_source_name(printable(spec.root.name) or "source")[: MAX_NAME_LENGTH - 4]
+        # A long file name is cut, not refused: the operator did not choose this label.
+        base = check_source_name((printable(spec.root.name).strip() or "source")[: MAX_NAME_LENGTH - 4])
         label, number = base, 1
         while label in taken:
             number += 1

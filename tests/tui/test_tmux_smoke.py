@@ -72,14 +72,14 @@ def test_add_the_sample_corpus_and_search_it_over_a_terminal(tmp_path):
     tmux.start(f"cd {shlex.quote(str(Path(__file__).resolve().parents[2]))} && {command}")
     try:
         first = tmux.wait_for(lambda s: "● node DEFAULT" in s)
-        assert "No documents yet. Press a to add files" in first
+        assert "No documents yet. Press a to add" in first
 
         tmux.keys("a")
         tmux.wait_for(lambda s: "Add documents" in s)
         tmux.type(str(corpus) + "/")
         tmux.keys("Enter")
         shown = tmux.wait_for(lambda s: "All 6 · Indexed 6" in s and s.count("Indexed") >= 7)
-        assert "ssh-hardening.md" in shown and "6 added, 0 already present" in shown
+        assert "ssh-hardening.md" in shown and "6 added" in shown
 
         tmux.keys("/")
         tmux.wait_for(lambda s: "Search DEFAULT" in s)
