@@ -60,9 +60,13 @@ def follow_documents(
     poll_s: float = 0.2,
     stall_timeout_s: float = 120.0,
     on_poll: Callable[[], None] | None = None,
+    count: Callable[[Sequence[str]], Counter[str]] = status_counts,
 ) -> FollowResult:
     """Wait until every document is Indexed or Failed (or nothing moves for
-    ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr."""
+    ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr.
+
+    ``count`` reads the statuses (the catalog by default; a client of a
+    running node counts what the node's event stream told it)."""
     ids = list(document_ids)
     show = sys.stderr.isatty() if show_progress is None else show_progress
     # Reading the statuses of a large batch costs: look less often, up to once a second.
@@ -77,7 +81,7 @@ def follow_documents(
     with progress:
         task = progress.add_task("indexing", total=len(ids), stages="")
         while True:
-            counts = status_counts(ids)
+            counts = count(ids)
             done = counts[Status.INDEXED.value] + counts[Status.FAILED.value]
             progress.update(task, completed=done, stages=stage_summary(counts))
             if counts != previous:

@@ -63,6 +63,9 @@ from store.node_lock import node_running
 from store.repositories import RegisteredRepository
 from store.vectors import committed_vectors
 
+# What an add answers for each file; a client of the node's API rebuilds it.
+AddOutcome = catalog.AddOutcome
+
 log = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
@@ -465,7 +468,7 @@ def examine_data_directory(home: Path) -> Examination:
     return examine(home)
 
 
-__all__ = ["PROBLEM", "Node", "examination_json", "examine_data_directory"]
+__all__ = ["PROBLEM", "AddOutcome", "Node", "RegisteredRepository", "examination_json", "examine_data_directory"]
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:

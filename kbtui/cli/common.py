@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -21,8 +22,10 @@ from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
 from kbtui.errors import NotFound
 from kbtui.logs import configure_logging
-from kbtui.node import Node
 from kbtui.printable import printable
+
+if TYPE_CHECKING:
+    from kbtui.node import Node
 
 stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
@@ -52,15 +55,39 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
 
 _STDERR_LEVEL = "kbtui.stderr_level"
 
-def open_node(ctx: click.Context, *, read_only: bool = False) -> Node:
-    """Open the node for this command. A command that only reads opens it
-    ``read_only``: it works on a read-only data directory and while another
-    process holds the write lock, and never creates the data directory."""
-    node = Node.open(ctx.obj, read_only=read_only)
+
+def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = False) -> Node:
+    """The node's use cases for this command: through the running node when one
+    answers on its socket (warm search, the node's own queue), in-process when
+    none does (:class:`kbtui.api.proxy.NodeProxy`); the output is the same.
+
+    A command that only reads opens the in-process node ``read_only``: it
+    works on a read-only data directory and while another process holds the
+    write lock, and never creates the data directory. ``local`` (``kbtui
+    serve``) never goes through another node; neither does any command with
+    ``KBTUI_NODE_API=off``.
+    """
+    stderr_level = ctx.meta.get(_STDERR_LEVEL, logging.WARNING)
+
+    def open_here() -> Node:
+        from kbtui.node import Node
+
+        node = Node.open(ctx.obj, read_only=read_only)
+        # The data directory exists now (a writing open may just have made it).
+        _log_to(node.config, stderr_level, to_file=True)
+        return node
+
+    if local or os.environ.get(NODE_API_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+        node = open_here()
+    else:
+        from kbtui.api.proxy import NodeProxy
+
+        node = NodeProxy(ctx.obj, open_here)
     ctx.call_on_close(node.close)
-    # The data directory exists now (a writing open may just have made it).
-    _log_to(node.config, ctx.meta.get(_STDERR_LEVEL, logging.WARNING), to_file=True)
     return node
+
+
+NODE_API_ENV = "KBTUI_NODE_API"
 
 
 def _log_to(config: Config, stderr_level: int, *, to_file: bool) -> None:

@@ -16,25 +16,41 @@ from kbtui.node import PROBLEM, examination_json, examine_data_directory
 
 
 @cli.command()
+@click.option("--listen", metavar="HOST:PORT",
+              help="Also serve the API on this loopback TCP address, with the token in $KBTUI_HOME/api.token.")
 @click.pass_context
-def serve(ctx: click.Context) -> int:
-    """Run the node headless: index queued documents until SIGINT/SIGTERM."""
-    node = open_node(ctx)
-    configure_logging(node.config.home, to_stderr_level=logging.INFO)
+def serve(ctx: click.Context, listen: str | None) -> int:
+    """Run the node headless: index queued documents and serve the local API
+    (on the socket api.sock in the data directory) until SIGINT/SIGTERM."""
+    from kbtui.api.server import ApiServer, parse_listen
+
+    listen_at = parse_listen(listen) if listen else None
+    node = open_node(ctx, local=True)
+    configure_logging(
+        node.config.home, to_stderr_level=logging.INFO,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    with node.pipeline() as runtime:
-        log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
-        while not stopping.wait(SERVE_REPORT_INTERVAL_S):
-            state = runtime.state()
-            counts = node.status().counts
-            log.info(
-                "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
-                state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
-                ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
-            )
-        log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    api = ApiServer(node, listen=listen_at)
+    try:
+        with node.pipeline(listeners=[api.relay]) as runtime:
+            api.start(runtime)
+            log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+            while not stopping.wait(SERVE_REPORT_INTERVAL_S):
+                state = runtime.state()
+                counts = node.status().counts
+                log.info(
+                    "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
+                    state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
+                    ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
+                )
+            # The API first: clients fall back to the catalog while the pipeline drains.
+            api.stop()
+            log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    finally:
+        api.stop()
     return 0
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from kbtui.retrieval.fts_query import STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
+from kbtui.retrieval.results import LexicalPlan
 from store import fts
 
 # Rows bm25 may score for one query (about 4 us each with the scope join):
@@ -36,15 +37,6 @@ COMMON_SHARE = 0.5
 RECENCY_WORDS = 4
 RECENCY_WINDOW = 20_000
 CJK_SUBSTRING_WINDOW = 20_000
-
-
-@dataclass(frozen=True)
-class LexicalPlan:
-    ranked: tuple[str, ...]  # words ranked with BM25
-    repeats: tuple[int, ...]  # query-term frequency of each ranked word
-    pruned: tuple[str, ...]  # words left out as too common
-    recency: tuple[str, ...]  # all-common query: newest chunks holding these
-    missing: tuple[str, ...]  # words found in no chunk
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from kbtui.retrieval.fusion import (
     vector_weight,
 )
 from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
+from kbtui.retrieval.results import Hit, Neighbour, SearchExplain, SearchResponse
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from store.chunks import ChunkRecord, served_chunks
 from store.db import database
@@ -68,66 +69,6 @@ class SearchRequest:
     mode: str = "hybrid"  # hybrid | lexical | vector (eval and benchmarks compare the arms)
     fusion: str | None = None  # None: the configured strategy
     per_document: bool = False  # one hit per document (its best chunk), up to ``limit`` documents
-
-
-@dataclass(frozen=True)
-class Neighbour:
-    """A chunk next to a hit in its document (same scope)."""
-
-    chunk_id: str
-    ordinal: int
-    heading_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Hit:
-    collection_id: str
-    document_id: str
-    chunk_id: str
-    source_path: str
-    heading_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    kind: str
-    language: str | None
-    symbol: str | None
-    score: float
-    score_kind: str  # "Fusion" (fused rank score) or "Rerank" (raw cross-encoder relevance)
-    text: str
-    lexical_rank: int | None
-    vector_rank: int | None
-    lexical_score: float | None = None
-    vector_score: float | None = None
-    fusion_rank: int | None = None  # rank before reranking
-    neighbors: tuple[Neighbour, ...] = ()
-
-
-@dataclass(frozen=True)
-class SearchExplain:
-    """How a search ran: for ``kbtui search --explain`` and the eval harness."""
-
-    mode: str
-    fusion: str
-    pool: int
-    lexical_candidates: int
-    vector_candidates: int
-    lexical_plan: LexicalPlan | None
-    reranked: bool
-    timings_ms: dict[str, float]
-    vector_weight: float | None = None  # convex fusion's weight of the vector arm for this query
-
-
-@dataclass(frozen=True)
-class SearchResponse:
-    hits: list[Hit]
-    degraded: list[str] = field(default_factory=list)
-    elapsed_ms: float = 0.0
-    explain: SearchExplain | None = None
 
 
 class SearchService:
