@@ -47,6 +47,7 @@ from kbtui.reads import Status
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 << 20
+MAX_HEADER_BYTES = 16 * 1024
 BODY_TIMEOUT_S = 10.0  # between two pieces of a request body
 MAX_CONCURRENT_REQUESTS = 32  # use cases running at once; more answer 503 at once
 KEEP_ALIVE_S = 15.0  # an idle event stream writes a comment this often (finds vanished clients)
@@ -491,10 +492,11 @@ class EventStreamResponse(Response):
     """``text/event-stream`` fed from one subscription until the client leaves,
     falls behind (overflow), stops reading (write timeout) or the node stops."""
 
-    media_type = "text/event-stream"
-
     def __init__(self, hub: EventHub, subscription: Subscription, first: bytes) -> None:
-        super().__init__(headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+        # Not Response.__init__: it would declare an empty body (content-length: 0).
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store")]
         self.hub, self.subscription, self.first = hub, subscription, first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -573,14 +575,20 @@ def build_app(services: Services) -> Starlette:
 
 
 class TokenGuard:
-    """On a TCP listener (asked for with ``--listen``), every request must carry the
-    token from the node's token file; Unix socket connections are checked by peer
-    credentials when they connect (:mod:`kbtui.api.server`)."""
+    """Before any route: headers within bounds, and on a TCP listener (asked for
+    with ``--listen``) the token from the node's token file on every request.
+    Unix socket connections are checked by peer credentials when they connect
+    (:mod:`kbtui.api.server`)."""
 
     def __init__(self, app: Starlette, token: str | None) -> None:
         self.app, self.token = app, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # h11 bounds headers that arrive in pieces; this bounds those that came at once.
+        if scope["type"] == "http" and sum(len(k) + len(v) + 4 for k, v in scope["headers"]) > MAX_HEADER_BYTES:
+            await error_response(ApiError("headers_too_large", "request headers hold at most 16 KiB"))(
+                scope, receive, send)
+            return
         server = scope.get("server")
         on_tcp = server is not None and server[1] is not None  # a Unix socket's has no port
         if scope["type"] == "http" and on_tcp and not self._authorized(scope):

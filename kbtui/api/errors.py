@@ -21,6 +21,7 @@ STATUS_OF = {
     "method_not_allowed": 405,
     "body_too_large": 413,
     "unsupported_media_type": 415,
+    "headers_too_large": 431,
     "import_failed": 422,
     "internal": 500,
     "storage": 500,

@@ -113,6 +113,7 @@ class EventRelay(EventListener):
     def __init__(self, hub: EventHub) -> None:
         super().__init__()
         self.hub = hub
+        self._last_queue: AdmissionChanged | None = None
 
     def on_document_status_changed(self, event: DocumentStatusChanged) -> None:
         self.hub.publish(event)
@@ -121,4 +122,7 @@ class EventRelay(EventListener):
         self.hub.publish(event)
 
     def on_admission_changed(self, event: AdmissionChanged) -> None:
-        self.hub.publish(event)
+        # The drain sweep announces the queue on every tick: stream changes only.
+        if event != self._last_queue:
+            self._last_queue = event
+            self.hub.publish(event)

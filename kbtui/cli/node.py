@@ -7,9 +7,12 @@ import logging
 import os
 import signal
 import threading
+import time
+from pathlib import Path
 
 import click
 
+from kbtui.api.transport import NodeUnavailable
 from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
@@ -59,25 +62,66 @@ SERVE_REPORT_INTERVAL_S = 30.0
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("-f", "--follow", is_flag=True,
+              help="Then print the running node's events as they happen, until it stops (with --json: JSON lines).")
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> int:
+def status(ctx: click.Context, as_json: bool, follow: bool) -> int:
     """Whether a node runs, its queue, and documents by status."""
     node = open_node(ctx, read_only=True)
     state = node.status()
     running, queue, counts = state.running, state.published, state.counts
     if as_json:
-        click.echo(json.dumps({"node_running": running, "queue": queue, "documents": counts}, indent=2))
-        return 0
-    stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
-    if queue:
-        stdout.print(
-            f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
-            f"accepted {queue['accepted']}, rejected {queue['rejected']}"
-            + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
-        )
-    stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+        payload = {"node_running": running, "queue": queue, "documents": counts}
+        click.echo(json.dumps(payload) if follow else json.dumps(payload, indent=2))
+    else:
+        stdout.print(f"node: {'running (pid ' + str(queue['pid']) + ')' if running and queue else 'running' if running else 'not running'}")
+        if queue:
+            stdout.print(_queue_line(queue))
+        stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    if follow and running:
+        _follow_events(node.config.home, as_json=as_json)
     return 0
 
+
+def _queue_line(queue: dict) -> str:
+    return (
+        f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
+        f"accepted {queue['accepted']}, rejected {queue['rejected']}"
+        + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
+    )
+
+
+def _follow_events(home: Path, *, as_json: bool) -> None:
+    """The node's events, one line each, until it stops (the event stream, not a poll)."""
+    from kbtui.api.client import follow_events, unix_endpoint
+    from kbtui.api.events import event_json
+
+    events = follow_events(unix_endpoint(home))
+    try:
+        next(events)  # the queue as it stands: just printed
+    except (NodeUnavailable, StopIteration):
+        # e.g. the pipeline of a `kbtui add` that found no node: it serves no API.
+        click.echo("kbtui: the running node serves no event stream (only kbtui serve and the TUI do)", err=True)
+        return
+    try:
+        for event in events:
+            if as_json:
+                click.echo(json.dumps({"event": event.name, **event_json(event)}), nl=True)
+                continue
+            stamp = time.strftime("%H:%M:%S")
+            if event.name == "admission_changed":
+                stdout.print(f"{stamp} {_queue_line(event_json(event))}")
+            elif event.name == "document_status_changed":
+                reason = f" ({event.reason})" if event.reason else ""
+                stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
+            else:
+                stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
+    except NodeUnavailable:
+        pass
+    if as_json:
+        click.echo(json.dumps({"event": "node_stopped"}))
+    else:
+        stdout.print("node: stopped")
 
 
 _SEVERITY_LABEL = {
