@@ -11,7 +11,7 @@ from pathlib import Path
 import platformdirs
 
 from kbtui.chunking import ChunkSettings
-from kbtui.embedding.policy import VECTOR_MODES
+from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits
 from kbtui.retrieval.fusion import FUSION_STRATEGIES

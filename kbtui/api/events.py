@@ -12,8 +12,10 @@ Light on purpose: a client imports this without the server library.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from actors.events import AdmissionChanged, DocumentReleased, DocumentStatusChanged, Event
+if TYPE_CHECKING:
+    from actors.events import Event
 
 OVERFLOW = "overflow"
 STOPPING = "stopping"
@@ -21,6 +23,8 @@ STOPPING = "stopping"
 
 def event_json(event: Event) -> dict[str, object]:
     """The ``data`` of an event's frame (no text: ids, statuses, counts, reason codes)."""
+    from actors.events import DocumentReleased, DocumentStatusChanged
+
     if isinstance(event, DocumentStatusChanged):
         return {"document_id": event.document_id, "collection": event.collection_id, "status": event.status,
                 "progress": event.progress, "reason": event.reason}
@@ -32,6 +36,8 @@ def event_json(event: Event) -> dict[str, object]:
 
 def event_from(name: str, data: dict) -> Event | None:
     """The event a frame carries (None for frames that are not pipeline events)."""
+    from actors.events import AdmissionChanged, DocumentReleased, DocumentStatusChanged
+
     if name == DocumentStatusChanged.name:
         return DocumentStatusChanged(data["document_id"], data["collection"], data["status"], data["progress"],
                                      data["reason"])

@@ -298,8 +298,9 @@ def repository_row(data: JSON) -> RepositoryRow:
 
 
 def import_json(report: ImportReport) -> JSON:
-    """An import report (README.md), ``files`` included."""
-    return report.to_json()
+    """An import report (README.md), ``files`` included, its time unrounded (a
+    client prints it as the in-process command would)."""
+    return {**report.to_json(), "elapsed_s": report.elapsed_s}
 
 
 def import_report(data: JSON) -> ImportReport:

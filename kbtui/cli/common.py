@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -10,13 +11,6 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
@@ -25,13 +19,36 @@ from kbtui.logs import configure_logging
 from kbtui.printable import printable
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from kbtui.node import Node
 
 stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """Subcommands load with their module when one is used (the modules are
+    listed in ``kbtui.cli.COMMAND_MODULES``): a command pays only for its own imports."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            from kbtui.cli import COMMAND_MODULES
+
+            owners = [m for m, names in COMMAND_MODULES.items() if cmd_name in names] or list(COMMAND_MODULES)
+            for module in owners:
+                importlib.import_module(f"kbtui.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from kbtui.cli import COMMAND_MODULES
+
+        for module in COMMAND_MODULES:
+            importlib.import_module(f"kbtui.cli.{module}")
+        return super().list_commands(ctx)
+
+
+@click.group(cls=Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational log lines to stderr.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> int | None:
@@ -115,6 +132,8 @@ def shown(text: str) -> str:
 
 
 def progress_bar(*, disable: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         console=Console(stderr=True), disable=disable or not sys.stderr.isatty(), transient=True,
