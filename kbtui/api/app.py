@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.applications import Starlette
@@ -58,8 +58,8 @@ MAX_NEIGHBOUR_WINDOW = 20
 STATUSES = tuple(s.value for s in Status)
 
 
-class Pipeline:
-    """What the API needs from the running pipeline (:class:`actors.runtime.Runtime`)."""
+class Pipeline(Protocol):
+    """What the API needs from the running pipeline (:class:`kbtui.api.server.RuntimePipeline`)."""
 
     def admit(self, document_id: str) -> object: ...
 
@@ -246,10 +246,6 @@ def query_collection(request: Request, *, required: bool = False) -> str | None:
     return canonical_collection_id(raw)
 
 
-def _collection_of(raw: str | None) -> str:
-    return canonical_collection_id(raw)
-
-
 def _admit_all(pipeline: Pipeline, document_ids: list[str]) -> ApiError | None:
     """Offer stored Pending documents to admission: the reference's busy contract
     (503 + Retry-After) when the queue is full; the rows stay Pending either way."""
@@ -308,7 +304,7 @@ async def list_documents(request: Request, services: Services) -> object:
 
 async def add_documents(request: Request, services: Services) -> object:
     body: AddBody = await read_json(request, AddBody)
-    collection_id = _collection_of(body.collection)
+    collection_id = canonical_collection_id(body.collection)
     for position, path in enumerate(body.paths, start=1):
         if not os.path.isabs(path):
             raise ApiError("invalid_arguments", f"argument {position}: give an absolute path")
@@ -394,7 +390,7 @@ async def resolve_document(request: Request, services: Services) -> object:
 
 async def reindex(request: Request, services: Services) -> object:
     body: ReindexBody = await read_json(request, ReindexBody)
-    collection_id = None if body.collection is None else _collection_of(body.collection)
+    collection_id = None if body.collection is None else canonical_collection_id(body.collection)
 
     def queue() -> tuple[object, ApiError | None]:
         report = services.node.reindex(body.document_ids, collection_id=collection_id)
@@ -412,7 +408,7 @@ async def reindex(request: Request, services: Services) -> object:
 
 async def search(request: Request, services: Services) -> object:
     body: SearchBody = await read_json(request, SearchBody)
-    collection_id = _collection_of(body.collection)
+    collection_id = canonical_collection_id(body.collection)
     response = await run_in_threadpool(
         functools.partial(
             services.node.search, body.query, collection_id, limit=body.limit, document_id=body.document_id,
@@ -458,7 +454,7 @@ async def delete_repository(request: Request, services: Services) -> object:
 
 async def import_repository(request: Request, services: Services) -> object:
     body: ImportBody = await read_json(request, ImportBody)
-    collection_id = _collection_of(body.collection)
+    collection_id = canonical_collection_id(body.collection)
 
     def run() -> object:
         row = services.node.resolve_repository(request.path_params["reference"])

@@ -73,7 +73,7 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
 _STDERR_LEVEL = "kbtui.stderr_level"
 
 
-def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = False) -> Node:
+def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = False, open_now: bool = False) -> Node:
     """The node's use cases for this command: through the running node when one
     answers on its socket (warm search, the node's own queue), in-process when
     none does (:class:`kbtui.api.proxy.NodeProxy`); the output is the same.
@@ -82,7 +82,9 @@ def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = Fals
     works on a read-only data directory and while another process holds the
     write lock, and never creates the data directory. ``local`` (``kbtui
     serve``) never goes through another node; neither does any command with
-    ``KBTUI_NODE_API=off``.
+    ``KBTUI_NODE_API=off``. ``open_now`` opens the in-process node at once
+    even when a node answers (a long-running command, ``kbtui mcp``, checks the
+    data directory and starts its log before it serves).
     """
     stderr_level = ctx.meta.get(_STDERR_LEVEL, logging.WARNING)
 
@@ -100,6 +102,8 @@ def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = Fals
         from kbtui.api.proxy import NodeProxy
 
         node = NodeProxy(ctx.obj, open_here)
+        if open_now:
+            node.local()
     ctx.call_on_close(node.close)
     return node
 

@@ -162,3 +162,33 @@ def test_mcp_uses_the_running_node(home, corpus):
         assert found.structured_content["hits"] and "POST search" in node.log()
     finally:
         node.stop()
+
+
+def test_status_follow_prints_the_node_s_events_until_it_stops(home, tmp_path):
+    node = start_node(home)
+    follow = subprocess.Popen([sys.executable, "-m", "kbtui", "status", "--follow", "--json"], env=kbtui_env(home),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        status = json.loads(follow.stdout.readline())
+        assert status["node_running"] is True and status["queue"]["pid"] == node.process.pid
+        added = kbtui(home, "add", str(write(tmp_path / "a.md", "# A\n\nthe quokka runbook")), "--json")
+        document_id = json.loads(added.stdout)[0]["document_id"]
+        statuses = []
+        for line in follow.stdout:
+            event = json.loads(line)
+            if event["event"] == "document_status_changed" and event["document_id"] == document_id:
+                statuses.append(event["status"])
+                if event["status"] == "Indexed":
+                    break
+        assert statuses == ["Extracting", "Chunking", "Embedding", "Indexed"]
+        node.stop()
+        rest = [json.loads(line) for line in follow.stdout]
+        assert rest[-1] == {"event": "node_stopped"}
+        assert follow.wait(timeout=60) == 0
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+        node.stop()
+    # With no node, it prints the status and returns: there is nothing to follow.
+    alone = kbtui(home, "status", "--follow")
+    assert alone.returncode == 0 and "node: not running" in alone.stdout
