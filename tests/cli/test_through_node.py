@@ -138,8 +138,11 @@ def test_the_cli_finishes_in_process_when_the_node_stops_mid_command(home, tmp_p
     add = subprocess.Popen([sys.executable, "-m", "kbtui", "add", str(paths[0].parent)], env=kbtui_env(home),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        # The node took the add and the command follows its event stream (the node's
+        # drain sweep may start on the rows before the add's answer is even logged).
+        wait_for(lambda: "POST add_documents" in node.log() and "GET events" in node.log(), timeout=120,
+                 what="the add handed to the node")
         wait_for(lambda: _indexed_count(home) >= 3, timeout=120, what="the node indexing the add")
-        assert "POST add_documents" in node.log() and "GET events" in node.log()
         assert _indexed_count(home) < 80
         node.stop(signal.SIGKILL)  # mid-command, without a goodbye
         out, err = add.communicate(timeout=300)
