@@ -8,8 +8,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import platformdirs
-
 from kbtui.chunking import ChunkSettings
 from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
@@ -25,6 +23,8 @@ def kbtui_home() -> Path:
     configured = os.environ.get("KBTUI_HOME")
     if configured:
         return Path(configured).expanduser()
+    import platformdirs  # only when needed: every command's start-up pays for its imports
+
     return platformdirs.user_data_path("kbtui", appauthor=False)
 
 
