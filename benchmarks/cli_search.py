@@ -119,7 +119,7 @@ def main() -> None:
 
             server = RerankServer()
             home.mkdir(mode=0o700)
-            (home / "config.toml").write_text(f'reranker_url = "{server.url}"\nadaptive_reranking = false\n')
+            (home / "config.toml").write_text(f'reranker_url = "{server.url}"\n')  # the default (adaptive) policy
         corpus = Path(scratch) / "corpus"
         build_corpus(corpus, args.documents)
         added = run(env, "add", str(corpus))
