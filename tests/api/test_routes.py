@@ -42,8 +42,12 @@ def test_the_socket_is_owner_only_and_goes_with_the_node(home):
 
 def test_every_document_route(served, tmp_path):
     paths = [write(tmp_path / "docs" / f"{name}.md", f"# {name.title()}\n\nthe {name} pangolin runbook\n") for name in ("alpha", "beta")]
+    write(tmp_path / "docs" / "envcanary-secret.md", "# Gamma\n\nthe gamma pangolin runbook")
 
     added = served.http.post("/documents", json={"paths": [str(p) for p in paths], "collection": "ops"})
+    named = served.http.post("/documents", json={"paths": [str(tmp_path / "docs" / "envcanary-secret.md")],
+                                                 "collection": "named"})
+    assert named.json()["documents"][0]["display_name"] == "envcanary-secret.md"  # the owner's own view
     assert added.status_code == 201
     body = added.json()
     assert [d["index"] for d in body["documents"]] == [0, 1]
@@ -51,12 +55,12 @@ def test_every_document_route(served, tmp_path):
     assert {d["collection"] for d in body["documents"]} == {"OPS"}
     assert body["refused"] == [] and body["skipped_symlinks"] == 0
     ids = [d["document_id"] for d in body["documents"]]
-    _indexed(served, ids)
+    _indexed(served, ids + [named.json()["documents"][0]["document_id"]])
 
     listed = served.http.get("/documents", params={"collection": "OPS", "status": "Indexed"}).json()["documents"]
     assert [d["document_id"] for d in listed] == ids
     assert {d["display_name"] for d in listed} == {"alpha.md", "beta.md"}
-    assert served.http.get("/collections").json() == {"collections": ["OPS"]}
+    assert served.http.get("/collections").json() == {"collections": ["NAMED", "OPS"]}
 
     resolved = served.http.get("/resolve", params={"document": ids[0][:8]}).json()
     assert resolved == {"document_id": ids[0]}
@@ -69,6 +73,11 @@ def test_every_document_route(served, tmp_path):
     text = served.http.get(f"/documents/{ids[0]}/text", params={"collection": "OPS", "max_chars": 500}).json()
     assert "the alpha pangolin runbook" in text["text"] and text["truncated"] is False
 
+    # Query text and file names never reach the node's log (the `home` fixture checks its log file).
+    canary = served.http.post("/search", json={"query": "pangolin zqxcanary7731", "collection": "OPS"})
+    assert canary.status_code == 200
+    refused = served.http.post("/search", json={"query": "zqxcanary7731", "limit": "zqxcanary7731"})
+    assert refused.status_code == 400 and "canary" not in refused.text
     hits = served.http.post("/search", json={"query": "pangolin", "collection": "OPS", "limit": 5}).json()
     assert {h["document_id"] for h in hits["hits"]} == set(ids)
     assert set(hits) == {"hits", "degraded", "elapsed_ms"}
@@ -89,7 +98,7 @@ def test_every_document_route(served, tmp_path):
     assert served.http.get(f"/documents/{ids[1]}").status_code == 404
 
     status = served.http.get("/status").json()
-    assert status["node_running"] is True and status["documents"] == {"Indexed": 1}
+    assert status["node_running"] is True and status["documents"] == {"Indexed": 2}
     assert status["queue"]["pid"] == served.process.pid
 
 
