@@ -9,10 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from kbtui.chunking import ChunkSettings
-from kbtui.embedding.policy import VECTOR_MODES
+from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
@@ -28,6 +26,8 @@ def kbtui_home() -> Path:
     configured = os.environ.get("KBTUI_HOME")
     if configured:
         return Path(configured).expanduser()
+    import platformdirs  # only when needed: every command's start-up pays for its imports
+
     return platformdirs.user_data_path("kbtui", appauthor=False)
 
 

@@ -77,13 +77,17 @@ def follow_documents(
     poll_s: float = 0.2,
     stall_timeout_s: float = 120.0,
     on_poll: Callable[[], None] | None = None,
+    count: Callable[[Sequence[str]], Counter[str]] = status_counts,
 ) -> FollowResult:
     """Wait until every document is Indexed or Failed (or nothing moves for
     ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr.
 
     Each document counts once, however often its id is given (two identical
     files, ``reindex X X``): a repeated id would otherwise wait for a row
-    that can never be counted twice, until the stall timeout."""
+    that can never be counted twice, until the stall timeout.
+
+    ``count`` reads the statuses (the catalog by default; a client of a
+    running node counts what the node's event stream told it)."""
     ids = list(dict.fromkeys(document_ids))
     show = sys.stderr.isatty() if show_progress is None else show_progress
     # Reading the statuses of a large batch costs: look less often, up to once a second.
@@ -95,7 +99,7 @@ def follow_documents(
     with progress:
         task = progress.add_task("indexing", total=len(ids), line="")
         while True:
-            counts = status_counts(ids)
+            counts = count(ids)
             done = counts[Status.INDEXED.value] + counts[Status.FAILED.value]
             rate.record(time.monotonic(), done)
             progress.update(task, completed=done, line=progress_text(done, len(ids), rate.per_second(), counts))

@@ -72,6 +72,9 @@ from store.node_lock import node_running
 from store.sources import RegisteredSource
 from store.vectors import committed_vectors
 
+# What an add answers for each file; a client of the node's API rebuilds it.
+AddOutcome = catalog.AddOutcome
+
 log = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
@@ -704,7 +707,9 @@ def examine_data_directory(home: Path) -> Examination:
     return examine(home)
 
 
-__all__ = ["PROBLEM", "Node", "examination_json", "examine_data_directory", "preview_unregistered", "scan_limits"]
+__all__ = [
+    "PROBLEM", "AddOutcome", "Node", "examination_json", "examine_data_directory", "preview_unregistered", "scan_limits",
+]
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import errno
 
-import peewee
-
 _DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
 
 
@@ -66,10 +64,14 @@ def is_disk_full(exc: BaseException) -> bool:
     """The disk (or SQLite's page limit) is full: retry once space returns."""
     if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
         return True
+    import peewee  # here, not at the top: importing the errors must stay cheap
+
     return isinstance(exc, peewee.OperationalError) and "full" in str(exc).lower()
 
 
 def is_database_busy(exc: BaseException) -> bool:
+    import peewee
+
     return isinstance(exc, peewee.OperationalError) and "locked" in str(exc).lower()
 
 

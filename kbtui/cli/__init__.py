@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 import sys
+from typing import TYPE_CHECKING
 
 import click
-import peewee
 
-from kbtui.cli import agents, documents, node, repositories, search, sources, web  # noqa: F401 - registers the commands
 from kbtui.cli.common import cli
-from kbtui.config import kbtui_home
-from kbtui.errors import OPERATOR_ERRORS, CatalogProblem, DataDirectoryProblem, KbtuiError, StoreError
-from store.errors import storage_problem
 
-__all__ = ["cli", "main"]
+if TYPE_CHECKING:
+    from kbtui.errors import KbtuiError, StoreError
+
+__all__ = ["COMMAND_MODULES", "cli", "main"]
+
+# The modules that register subcommands on ``cli`` (kbtui.cli.<module>). Each is
+# imported when one of its commands runs (see ``common.Commands``), so `kbtui
+# search` through a running node loads the search command and little else.
+COMMAND_MODULES = {
+    "agents": ("mcp", "ask"),
+    "documents": ("add", "ls", "show", "rm", "reindex"),
+    "node": ("serve", "status", "doctor"),
+    "repositories": ("repo", "import"),
+    "search": ("search", "eval"),
+    "sources": ("sources", "sync"),
+    "web": ("web",),
+}
 
 # SQLite's words for a catalog that is damaged or cannot be used; fixed
 # strings, never carrying data, so they may be shown.
@@ -44,21 +55,37 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     try:
         code = cli.main(args=argv, prog_name="kbtui", standalone_mode=False)
-    except OPERATOR_ERRORS as exc:
-        _fail(exc)
-    except (OSError, peewee.DatabaseError, sqlite3.DatabaseError) as exc:
-        problem = storage_problem(exc) if isinstance(exc, (OSError, peewee.OperationalError)) else None
-        problem = problem or _machine_problem(exc)
-        if problem is None:
-            raise
-        _fail(problem)
     except click.exceptions.Abort:
         click.echo("kbtui: aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:
+        problem = _operator_problem(exc)
+        if problem is None:
+            raise
+        _fail(problem)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _operator_problem(exc: Exception) -> KbtuiError | StoreError | None:
+    """The one-line error for an expected failure (ours, or a condition of the
+    machine or the data directory), or None for a bug. Imported here: the
+    storage libraries are not loaded by a command that never needed them."""
+    import sqlite3
+
+    import peewee
+
+    from kbtui.errors import OPERATOR_ERRORS
+    from store.errors import storage_problem
+
+    if isinstance(exc, OPERATOR_ERRORS):
+        return exc
+    if isinstance(exc, (OSError, peewee.DatabaseError, sqlite3.DatabaseError)):
+        problem = storage_problem(exc) if isinstance(exc, (OSError, peewee.OperationalError)) else None
+        return problem or _machine_problem(exc)
+    return None
 
 
 def _fail(problem: KbtuiError | StoreError) -> None:
@@ -68,6 +95,8 @@ def _fail(problem: KbtuiError | StoreError) -> None:
 
 def _machine_problem(exc: BaseException) -> StoreError | None:
     """An operator-facing error for a condition of the data directory, or None."""
+    from kbtui.errors import CatalogProblem, DataDirectoryProblem
+
     if isinstance(exc, OSError):
         where = _inside_data_directory(exc.filename)
         if where is None:
@@ -96,6 +125,8 @@ def _inside_data_directory(filename: object) -> str | None:
     """The data directory entry (kb.sqlite3, blobs, logs, ...) that ``filename``
     is in, or None outside it. Only the first component is shown: deeper names
     are document ids and temp files, of no use to an operator."""
+    from kbtui.config import kbtui_home
+
     if not isinstance(filename, (str, bytes, os.PathLike)):
         return None
     home = kbtui_home().absolute()

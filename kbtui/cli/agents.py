@@ -24,7 +24,7 @@ def mcp_command(ctx: click.Context) -> int:
     """
     from kbtui.tools.mcp_server import serve_stdio
 
-    serve_stdio(open_node(ctx, read_only=True))
+    serve_stdio(open_node(ctx, read_only=True, open_now=True))
     return 0
 
 

@@ -2,35 +2,54 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeRemainingColumn,
-)
 
 from kbtui.collections import canonical_collection_id
 from kbtui.config import Config
 from kbtui.errors import NotFound
 from kbtui.logs import configure_logging
-from kbtui.node import Node
 from kbtui.printable import printable
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from kbtui.node import Node
 
 stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """Subcommands load with their module when one is used (the modules are
+    listed in ``kbtui.cli.COMMAND_MODULES``): a command pays only for its own imports."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            from kbtui.cli import COMMAND_MODULES
+
+            owners = [m for m, names in COMMAND_MODULES.items() if cmd_name in names] or list(COMMAND_MODULES)
+            for module in owners:
+                importlib.import_module(f"kbtui.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from kbtui.cli import COMMAND_MODULES
+
+        for module in COMMAND_MODULES:
+            importlib.import_module(f"kbtui.cli.{module}")
+        return super().list_commands(ctx)
+
+
+@click.group(cls=Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational log lines to stderr.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> int | None:
@@ -54,15 +73,43 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
 
 _STDERR_LEVEL = "kbtui.stderr_level"
 
-def open_node(ctx: click.Context, *, read_only: bool = False) -> Node:
-    """Open the node for this command. A command that only reads opens it
-    ``read_only``: it works on a read-only data directory and while another
-    process holds the write lock, and never creates the data directory."""
-    node = Node.open(ctx.obj, read_only=read_only)
+
+def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = False, open_now: bool = False) -> Node:
+    """The node's use cases for this command: through the running node when one
+    answers on its socket (warm search, the node's own queue), in-process when
+    none does (:class:`kbtui.api.proxy.NodeProxy`); the output is the same.
+
+    A command that only reads opens the in-process node ``read_only``: it
+    works on a read-only data directory and while another process holds the
+    write lock, and never creates the data directory. ``local`` (``kbtui
+    serve``) never goes through another node; neither does any command with
+    ``KBTUI_NODE_API=off``. ``open_now`` opens the in-process node at once
+    even when a node answers (a long-running command, ``kbtui mcp``, checks the
+    data directory and starts its log before it serves).
+    """
+    stderr_level = ctx.meta.get(_STDERR_LEVEL, logging.WARNING)
+
+    def open_here() -> Node:
+        from kbtui.node import Node
+
+        node = Node.open(ctx.obj, read_only=read_only)
+        # The data directory exists now (a writing open may just have made it).
+        _log_to(node.config, stderr_level, to_file=True)
+        return node
+
+    if local or os.environ.get(NODE_API_ENV, "").strip().lower() in ("0", "off", "no", "false"):
+        node = open_here()
+    else:
+        from kbtui.api.proxy import NodeProxy
+
+        node = NodeProxy(ctx.obj, open_here)
+        if open_now:
+            node.local()
     ctx.call_on_close(node.close)
-    # The data directory exists now (a writing open may just have made it).
-    _log_to(node.config, ctx.meta.get(_STDERR_LEVEL, logging.WARNING), to_file=True)
     return node
+
+
+NODE_API_ENV = "KBTUI_NODE_API"
 
 
 def _log_to(config: Config, stderr_level: int, *, to_file: bool) -> None:
@@ -94,6 +141,8 @@ def advance(progress: Progress, task: TaskID) -> Callable[[int, int], None]:
 
 
 def progress_bar(*, disable: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         console=Console(stderr=True), disable=disable or not sys.stderr.isatty(), transient=True,

@@ -7,9 +7,12 @@ import logging
 import os
 import signal
 import threading
+import time
+from pathlib import Path
 
 import click
 
+from kbtui.api.transport import NodeUnavailable
 from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
@@ -17,26 +20,42 @@ from kbtui.reasons import INTERRUPTED
 
 
 @cli.command()
+@click.option("--listen", metavar="HOST:PORT",
+              help="Also serve the API on this loopback TCP address, with the token in $KBTUI_HOME/api.token.")
 @click.pass_context
-def serve(ctx: click.Context) -> int:
-    """Run the node headless until SIGINT/SIGTERM: index queued documents and
-    keep the sources in sync (rescanned at start, then watched)."""
-    node = open_node(ctx)
-    configure_logging(node.config.home, to_stderr_level=logging.INFO)
+def serve(ctx: click.Context, listen: str | None) -> int:
+    """Run the node headless until SIGINT/SIGTERM: index queued documents,
+    keep the sources in sync (rescanned at start, then watched) and serve
+    the local API (on the socket api.sock in the data directory)."""
+    from kbtui.api.server import ApiServer, parse_listen
+
+    listen_at = parse_listen(listen) if listen else None
+    node = open_node(ctx, local=True)
+    configure_logging(
+        node.config.home, to_stderr_level=logging.INFO,
+        file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
+    )
     stopping = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopping.set())
-    with node.pipeline(watch=True) as runtime:
-        log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
-        while not stopping.wait(SERVE_REPORT_INTERVAL_S):
-            state = runtime.state()
-            counts = node.status().counts
-            log.info(
-                "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
-                state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
-                ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
-            )
-        log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    api = ApiServer(node, listen=listen_at)
+    try:
+        with node.pipeline(listeners=[api.relay], watch=True) as runtime:
+            api.start(runtime)
+            log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+            while not stopping.wait(SERVE_REPORT_INTERVAL_S):
+                state = runtime.state()
+                counts = node.status().counts
+                log.info(
+                    "queue %d/%d, in flight %d, accepted %d, rejected %d; %s",
+                    state.queue_depth, state.queue_capacity, state.in_flight, state.accepted, state.rejected,
+                    ", ".join(f"{k.lower()} {v}" for k, v in sorted(counts.items())) or "no documents",
+                )
+            # The API first: clients fall back to the catalog while the pipeline drains.
+            api.stop()
+            log.info("stopping: draining in-flight documents (up to %.0f s)", node.config.shutdown_drain_timeout_s)
+    finally:
+        api.stop()
     return 0
 
 
@@ -45,33 +64,72 @@ SERVE_REPORT_INTERVAL_S = 30.0
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("-f", "--follow", is_flag=True,
+              help="Then print the running node's events as they happen, until it stops (with --json: JSON lines).")
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> int:
+def status(ctx: click.Context, as_json: bool, follow: bool) -> int:
     """Whether a node runs, its queue, and documents by status."""
     node = open_node(ctx, read_only=True)
     state = node.status()
     running, queue, counts = state.running, state.published, state.counts
     if as_json:
-        click.echo(json.dumps(
-            {"node_running": running, "queue": queue, "documents": counts, "interrupted": state.interrupted}, indent=2
-        ))
-        return 0
-    if running:
-        stdout.print(f"node: running (pid {queue['pid']})" if queue else "node: running")
+        payload = {"node_running": running, "queue": queue, "documents": counts, "interrupted": state.interrupted}
+        click.echo(json.dumps(payload) if follow else json.dumps(payload, indent=2))
     else:
-        stdout.print("node: not running")
-    if queue:
-        stdout.print(
-            f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
-            f"accepted {queue['accepted']}, rejected {queue['rejected']}"
-            + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
-        )
-    stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
-    if state.interrupted:
-        stopped = ", ".join(f"{k} {v}" for k, v in sorted(state.interrupted.items()))
-        stdout.print(f"[yellow]interrupted[/]: {stopped} ({INTERRUPTED})")
+        if running:
+            stdout.print(f"node: running (pid {queue['pid']})" if queue else "node: running")
+        else:
+            stdout.print("node: not running")
+        if queue:
+            stdout.print(_queue_line(queue))
+        stdout.print("documents: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+        if state.interrupted:
+            stopped = ", ".join(f"{k} {v}" for k, v in sorted(state.interrupted.items()))
+            stdout.print(f"[yellow]interrupted[/]: {stopped} ({INTERRUPTED})")
+    if follow and running:
+        _follow_events(node.config.home, as_json=as_json)
     return 0
 
+
+def _queue_line(queue: dict) -> str:
+    return (
+        f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
+        f"accepted {queue['accepted']}, rejected {queue['rejected']}"
+        + (f", paused {queue['paused_for_s']:.0f} s (embedder unavailable)" if queue["paused_for_s"] else "")
+    )
+
+
+def _follow_events(home: Path, *, as_json: bool) -> None:
+    """The node's events, one line each, until it stops (the event stream, not a poll)."""
+    from kbtui.api.client import follow_events, unix_endpoint
+    from kbtui.api.events import event_json
+
+    events = follow_events(unix_endpoint(home))
+    try:
+        next(events)  # the queue as it stands: just printed
+    except (NodeUnavailable, StopIteration):
+        # e.g. the pipeline of a `kbtui add` that found no node: it serves no API.
+        click.echo("kbtui: the running node serves no event stream (only kbtui serve and the TUI do)", err=True)
+        return
+    try:
+        for event in events:
+            if as_json:
+                click.echo(json.dumps({"event": event.name, **event_json(event)}), nl=True)
+                continue
+            stamp = time.strftime("%H:%M:%S")
+            if event.name == "admission_changed":
+                stdout.print(f"{stamp} {_queue_line(event_json(event))}")
+            elif event.name == "document_status_changed":
+                reason = f" ({event.reason})" if event.reason else ""
+                stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
+            else:
+                stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
+    except NodeUnavailable:
+        pass
+    if as_json:
+        click.echo(json.dumps({"event": "node_stopped"}))
+    else:
+        stdout.print("node: stopped")
 
 
 _SEVERITY_LABEL = {

@@ -9,18 +9,19 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
 from kbtui.collections import canonical_collection_id
-from kbtui.node import Node
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
-from kbtui.retrieval.matching import EXACT, NONE, RELATED, MatchSignal
-from kbtui.retrieval.search import ALL_COLLECTIONS, Hit
+from kbtui.retrieval.results import ALL_COLLECTIONS, EXACT, NONE, RELATED, Hit, MatchSignal
 from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
+
+if TYPE_CHECKING:
+    from kbtui.node import Node
 
 
 def hit_json(hit) -> dict[str, object]:
@@ -252,6 +253,9 @@ def eval_command(
     import dataclasses
     import tempfile
 
+    from rich.table import Table
+
+    from kbtui.node import Node
     from kbtui.retrieval.eval import load_beir, run_beir
 
     collection = load_beir(Path(beir_dir))

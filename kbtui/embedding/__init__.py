@@ -9,11 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from kbtui.errors import KbtuiError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# How a model's vectors are shaped (kbtui.embedding.policy); here so that the
+# configuration can name them without loading numpy.
+VECTOR_MODES = ("matryoshka512", "native")
 
 PROVIDER_NAMES = ("local", "ollama", "hash")
 
@@ -78,6 +83,8 @@ class EmbeddingProvider(Protocol):
 
 
 def l2_normalise(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(matrix, axis=-1, keepdims=True)
     return (matrix / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
@@ -100,8 +107,6 @@ def make_provider(
     Building never touches the network or loads a model: a provider that
     cannot serve says so when it is first used, so search can degrade.
     """
-    from kbtui.embedding.policy import VECTOR_MODES
-
     if vector_mode not in VECTOR_MODES:
         raise KbtuiError(f"unknown embedding vector mode {vector_mode!r} (expected one of: {', '.join(VECTOR_MODES)})")
     if name == "hash":

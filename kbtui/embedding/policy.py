@@ -11,10 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbtui.embedding import l2_normalise
+from kbtui.embedding import VECTOR_MODES, l2_normalise
 from kbtui.errors import KbtuiError
-
-VECTOR_MODES = ("matryoshka512", "native")
 
 NATIVE_TRANSFORM = "native"
 # Bump the suffix whenever the recipe below changes: old vectors then stop

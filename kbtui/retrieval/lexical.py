@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from kbtui.retrieval.bm25 import CorpusStatistics, completed_scores, idf, upper_bound
 from kbtui.retrieval.fts_query import MAX_REPEATS, STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
+from kbtui.retrieval.results import LexicalPlan
 from store import fts
 
 log = logging.getLogger(__name__)
@@ -61,17 +62,6 @@ CJK_SUBSTRING_WINDOW = 20_000
 # and how many of the completed top rows must be provably exact.
 COMPLETION_DEPTH = 100
 EXACT_TOP = 10
-
-
-@dataclass(frozen=True)
-class LexicalPlan:
-    ranked: tuple[str, ...]  # words ranked with BM25
-    repeats: tuple[int, ...]  # query-term frequency of each ranked word
-    pruned: tuple[str, ...]  # words left out as too common
-    recency: tuple[str, ...]  # all-common query: newest chunks holding these
-    missing: tuple[str, ...]  # words found in no chunk
-    completed: tuple[str, ...] = ()  # left-out words added to the best rows afterwards
-    exact: bool | None = None  # the top rows are provably exact BM25 over every content word
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ the query's words (stems) it holds. ``--min-score`` filters on it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from kbtui.retrieval.results import EXACT, NONE, RELATED, MatchSignal
 from kbtui.retrieval.snippets import QueryHighlighter
+
+__all__ = ["EXACT", "NONE", "RELATED", "MatchSignal", "match_signal", "relevance", "similarity_floor", "word_coverage"]
 
 # Top cosine below which no passage is close in meaning, per embedding model.
 # Calibrated with benchmarks/retrieval_study.py: the highest floor at which at
@@ -36,27 +38,6 @@ from kbtui.retrieval.snippets import QueryHighlighter
 # top cosine (median .57 to .68) is that of answerable ones, so on their own
 # topic the floor cannot tell them apart (kbtui eval's NO-ANSWER column).
 SIMILARITY_FLOORS: dict[str, float] = {"all-MiniLM-L6-v2-int8": 0.40}
-
-EXACT = "exact"
-RELATED = "related"
-NONE = "none"
-
-
-@dataclass(frozen=True)
-class MatchSignal:
-    lexical: bool  # some query word matched a chunk in scope
-    semantic: bool | None  # the best similarity clears the floor (None: no floor known, or no vector arm)
-    best_similarity: float | None
-    similarity_floor: float | None
-
-    @property
-    def verdict(self) -> str:
-        """``exact``, ``related`` or ``none`` (see the module docstring)."""
-        if self.lexical:
-            return EXACT
-        if self.semantic is False or (self.semantic is None and self.best_similarity is None):
-            return NONE
-        return RELATED
 
 
 def similarity_floor(model: str | None) -> float | None:

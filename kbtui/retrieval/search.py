@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -46,10 +46,11 @@ from kbtui.retrieval.fusion import (
     reciprocal_rank_fusion,
     vector_weight,
 )
-from kbtui.retrieval.lexical import LexicalPlan, LexicalResult, lexical_candidates
+from kbtui.retrieval.lexical import LexicalResult, lexical_candidates
 from kbtui.retrieval.matching import NONE as NO_MATCH
-from kbtui.retrieval.matching import MatchSignal, match_signal, relevance, word_coverage
+from kbtui.retrieval.matching import match_signal, relevance, word_coverage
 from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
+from kbtui.retrieval.results import ALL_COLLECTIONS, Hit, Neighbour, SearchExplain, SearchResponse
 from kbtui.retrieval.sections import with_section_openings
 from kbtui.retrieval.snippets import QueryHighlighter
 from store.catalog import list_collections
@@ -61,8 +62,6 @@ from store.vectors import exact_search, stored_vectors
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "lexical", "vector")
-# The scope of every collection (not a valid collection id: "*" is not allowed in one).
-ALL_COLLECTIONS = "*"
 NEIGHBOUR_WINDOW = 1
 RERANKER_TARGET = "reranker"
 
@@ -89,72 +88,6 @@ class SearchRequest:
     min_relevance: float | None = None
     # Keep hits even when nothing matched (eval measures the arms' raw rankings).
     keep_unmatched: bool = False
-
-
-@dataclass(frozen=True)
-class Neighbour:
-    """A chunk next to a hit in its document (same scope)."""
-
-    chunk_id: str
-    ordinal: int
-    heading_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Hit:
-    collection_id: str
-    document_id: str
-    chunk_id: str
-    source_path: str
-    heading_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    kind: str
-    language: str | None
-    symbol: str | None
-    score: float
-    score_kind: str  # "Fusion" (fused rank score) or "Rerank" (raw cross-encoder relevance)
-    text: str
-    lexical_rank: int | None
-    vector_rank: int | None
-    lexical_score: float | None = None
-    vector_score: float | None = None
-    fusion_rank: int | None = None  # rank before reranking
-    neighbors: tuple[Neighbour, ...] = ()
-    # Per-document results: how many more of this document's chunks ranked (not shown).
-    more_in_document: int = 0
-    # How well this chunk answers, 0..1 on one scale for every query (see matching.relevance).
-    relevance: float | None = None
-    similarity: float | None = None  # its own cosine similarity to the query (None: no vector)
-
-
-@dataclass(frozen=True)
-class SearchExplain:
-    """How a search ran: for ``kbtui search --explain`` and the eval harness."""
-
-    mode: str
-    fusion: str
-    pool: int
-    lexical_candidates: int
-    vector_candidates: int
-    lexical_plan: LexicalPlan | None
-    reranked: bool
-    timings_ms: dict[str, float]
-    vector_weight: float | None = None  # convex fusion's weight of the vector arm for this query
-
-
-@dataclass(frozen=True)
-class SearchResponse:
-    hits: list[Hit]
-    degraded: list[str] = field(default_factory=list)
-    elapsed_ms: float = 0.0
-    explain: SearchExplain | None = None
-    match: MatchSignal | None = None  # None only when the search itself failed
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,11 @@ The same :class:`KnowledgeTools` and fencing as Ask, so an MCP client gets
 exactly the payload a local chat model gets (as structured content, and as
 JSON text for clients that read only text).
 
+The knowledge base is whatever the command hands in: ``kbtui mcp`` gives
+the node's use cases through the running node when one answers (warm
+search, reranking), in-process otherwise (:class:`kbtui.api.proxy.NodeProxy`),
+call by call, so a node started or stopped meanwhile changes nothing.
+
 Locality: stdio reaches only the process that launched the server, on this
 machine; which model then reads the results is the launching agent's choice.
 Connect it to agents whose model runs on this node (the help text says so).
@@ -19,8 +24,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-from kbtui.node import Node
-from kbtui.tools.knowledge import KnowledgeTools
+from kbtui.tools.knowledge import KnowledgeBase, KnowledgeTools
 from kbtui.tools.schemas import TOOL_SCHEMAS
 
 log = logging.getLogger(__name__)
@@ -68,7 +72,7 @@ def build_server(tools: KnowledgeTools, *, version: str = "") -> Server[Any]:
     )
 
 
-def serve_stdio(node: Node) -> None:
+def serve_stdio(node: KnowledgeBase) -> None:
     """Serve the tools over this process's stdin/stdout until the client hangs up."""
     # The SDK's debug and error logs can carry request and result bodies.
     logging.getLogger("mcp").setLevel(logging.CRITICAL)

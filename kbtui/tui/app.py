@@ -1,9 +1,10 @@
 """The Textual application: documents, search, detail, sources, collections.
 
 One app with a default screen (Documents). It runs as the node (the actor
-pipeline in this process, its events arriving through :class:`TuiBridge`)
-when no node runs for the data directory, otherwise as a client that polls
-the database and adds documents as Pending rows for the running node.
+pipeline in this process, its events arriving through :class:`TuiBridge`, and
+the node's local API served to other clients) when no node runs for the data
+directory, otherwise as a client that follows the running node's event
+stream, reads the database and adds documents as Pending rows for the node.
 
 Screens are given what they show and answer with messages (``messages.py``)
 or ``dismiss``; the app keeps navigation and the node's lifecycle, and does
@@ -48,7 +49,7 @@ from kbtui.printable import printable
 from kbtui.rates import duration_text, eta_seconds
 from kbtui.reads import Status
 from kbtui.tui.batch import WAITING, BatchTracker
-from kbtui.tui.bridge import TuiBridge
+from kbtui.tui.bridge import NodeEventsEnded, NodeEventsOpened, TuiBridge, follow_node_events
 from kbtui.tui.commands import KbtuiCommands
 from kbtui.tui.messages import (
     AddRequested,
@@ -141,6 +142,9 @@ class KbtuiApp(App[int]):
         self.mode = "starting"
         self.runtime: Runtime | None = None
         self.bridge: pykka.ActorRef | None = None
+        self.api = None  # the node's API (kbtui.api.server.ApiServer) while this app runs the node
+        self.events_live = False  # client mode: the running node's event stream is open
+        self._event_stream = None
         self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
         self.chunk_throughput = Throughput()
@@ -192,31 +196,74 @@ class KbtuiApp(App[int]):
         if not self.options.run_node:
             self.post_message(NodeModeDecided("viewer"))
             return
+        from kbtui.api.server import ApiServer
+
         bridge = TuiBridge.start(self.post_message)
-        runtime = self.node.pipeline(listeners=[bridge], watch=True)
+        api = ApiServer(self.node)
+        runtime = self.node.pipeline(listeners=[bridge, api.relay], watch=True)
         try:
             runtime.start()
         except NodeAlreadyRunning:
             bridge.stop()
+            api.stop()
             self.post_message(NodeModeDecided("client"))
             return
         except BaseException:
             bridge.stop()
+            api.stop()
             raise
         self.runtime, self.bridge = runtime, bridge
+        try:
+            api.start(runtime)  # other clients (the CLI, a second TUI) now use this node
+        except BaseException:
+            api.stop()
+            raise
+        self.api = api
         self.post_message(NodeModeDecided("node"))
 
     def on_node_mode_decided(self, message: NodeModeDecided) -> None:
         self.mode = message.mode
         if message.mode != "node":
             self.queue = None
+        if message.mode == "client":
+            self._follow_node()
         self._show_header()
         log.info("terminal UI running as %s", message.mode)
 
+    # ------------------------------------------------------------ client mode: the node's events
+
+    def _follow_node(self) -> None:
+        if not any(w.group == "events" and w.is_running for w in self.workers):
+            self._follow_node_events()
+
+    @work(thread=True, group="events", exit_on_error=False)
+    def _follow_node_events(self) -> None:
+        follow_node_events(self.node.config.home, self.post_message, self._keep_stream)
+
+    def _keep_stream(self, stream: object) -> None:
+        self._event_stream = stream
+
+    def on_node_events_opened(self, message: NodeEventsOpened) -> None:
+        self.events_live = True
+
+    def on_node_events_ended(self, message: NodeEventsEnded) -> None:
+        was_live, self.events_live = self.events_live, False
+        self._event_stream = None
+        if was_live and self.mode == "client":
+            self._poll_tick()  # the node may have stopped: look now, take over if so
+
+    def _close_event_stream(self) -> None:
+        stream, self._event_stream = self._event_stream, None
+        if stream is not None:
+            stream.close()
+
     def stop_node(self, *, drain_timeout_s: float | None = None) -> None:
-        """Stop the pipeline (if this process runs it) and the bridge. Blocks: call off the UI loop."""
-        runtime, bridge = self.runtime, self.bridge
-        self.runtime = self.bridge = None
+        """Stop the API, the pipeline (if this process runs it) and the bridge. Blocks: call off the UI loop."""
+        runtime, bridge, api = self.runtime, self.bridge, self.api
+        self.runtime = self.bridge = self.api = None
+        self._close_event_stream()
+        if api is not None:
+            api.stop()  # first: clients fall back to the catalog while the pipeline drains
         if runtime is not None:
             self._stopping_runtime = runtime
             try:
@@ -309,7 +356,10 @@ class KbtuiApp(App[int]):
 
     @work(thread=True, group="poll", exit_on_error=False)
     def _poll(self, collection_id: str, mode: str) -> None:
-        self.post_message(CatalogPolled(self.node.snapshot(collection_id, with_queue=mode == "client")))
+        # A client reads the queue from the node's event stream; from the status
+        # file only while it has none (a node that serves no API, e.g. `kbtui add`'s).
+        with_queue = mode == "client" and not self.events_live
+        self.post_message(CatalogPolled(self.node.snapshot(collection_id, with_queue=with_queue)))
 
     def on_catalog_polled(self, message: CatalogPolled) -> None:
         snapshot = message.snapshot
@@ -319,7 +369,7 @@ class KbtuiApp(App[int]):
         counts = dict(snapshot.status_counts)
         now = self.clock()
         finished = self.finished_total
-        if self.mode == "client":
+        if self.mode == "client" and not self.events_live:
             self.queue = snapshot.queue
             finished = counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0)
         self.throughput.record(now, finished)
@@ -344,7 +394,10 @@ class KbtuiApp(App[int]):
             self._start_node()
         elif self.mode == "viewer" and snapshot.node_running:
             self.mode = "client"
+            self._follow_node()
             self._show_header()
+        elif self.mode == "client" and not self.events_live:
+            self._follow_node()  # a node that serves its API now (or again)
 
     def _batch_line(self) -> str:
         started = self.batches.started_at()

@@ -1,0 +1,319 @@
+"""The JSON shapes of the read models, written by the node and read back by a client.
+
+One place for both directions, so a client rebuilds exactly the frozen
+values the node's use cases returned (``from_*`` undoes ``*_json``). Where
+a shape overlaps the CLI's documented ``--json`` output (README.md: a
+document, a search response, an import report, a repository) it is the same
+field for field; the API adds what a client needs to rebuild the whole value.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kbtui.retrieval.results import Hit, LexicalPlan, Neighbour, SearchExplain, SearchResponse
+
+if TYPE_CHECKING:
+    from kbtui.node import NodeStatus, ReindexReport, RepositoryRow
+    from kbtui.reads import ChunkEntry, DocumentDetail, DocumentRow, DocumentText
+    from kbtui.repository.importer import ImportReport
+    from store.chunks import ChunkRecord
+
+JSON = dict[str, Any]
+
+# ---------------------------------------------------------------- documents
+
+
+def document_json(row: DocumentRow) -> JSON:
+    """A document (README.md, "JSON output")."""
+    return {
+        "document_id": row.document_id,
+        "collection": row.collection_id,
+        "status": row.status,
+        "display_name": row.name,
+        "failure_reason": row.reason,
+        "format": row.format,
+        "source_path": row.source_path,
+        "size_bytes": row.size_bytes,
+        "chunk_count": row.chunk_count,
+        "progress": row.progress,
+        "vector_identity": row.vector_identity,
+        "created_at": row.created_at,
+        "updated_at": row.updated_at,
+        "indexed_at": row.indexed_at,
+    }
+
+
+def document_row(data: JSON) -> DocumentRow:
+    from kbtui.reads import DocumentRow
+
+    return DocumentRow(
+        document_id=data["document_id"], collection_id=data["collection"], name=data["display_name"],
+        status=data["status"], reason=data["failure_reason"], progress=data["progress"], format=data["format"],
+        source_path=data["source_path"], size_bytes=data["size_bytes"], chunk_count=data["chunk_count"],
+        vector_identity=data["vector_identity"], created_at=data["created_at"], updated_at=data["updated_at"],
+        indexed_at=data["indexed_at"],
+    )
+
+
+def detail_json(detail: DocumentDetail) -> JSON:
+    """A document with its versions, history, sections and chunk previews (``kbtui show --json`` and more)."""
+    return {
+        **document_json(detail.row),
+        "vector_dim": detail.vector_dim,
+        "parser_version": detail.parser_version,
+        "chunker_version": detail.chunker_version,
+        "history": [{"status": h.status, "reason": h.reason, "at": h.at} for h in detail.history],
+        "sections": [
+            {"ordinal": s.ordinal, "heading_path": s.heading_path, "level": s.level, "page": s.page,
+             "start_offset": s.start_offset, "end_offset": s.end_offset}
+            for s in detail.sections
+        ],
+        "chunks": [_chunk_entry_json(c) for c in detail.chunks],
+    }
+
+
+def _chunk_entry_json(c: ChunkEntry) -> JSON:
+    return {
+        "ordinal": c.ordinal, "chunk_id": c.chunk_id, "heading_path": c.heading_path, "kind": c.kind,
+        "page": c.page, "start_offset": c.start_offset, "end_offset": c.end_offset,
+        "token_estimate": c.token_estimate, "preview": c.preview,
+    }
+
+
+def document_detail(data: JSON) -> DocumentDetail:
+    from kbtui.reads import ChunkEntry, DocumentDetail, HistoryEntry, SectionEntry
+
+    return DocumentDetail(
+        row=document_row(data),
+        vector_dim=data["vector_dim"],
+        parser_version=data["parser_version"],
+        chunker_version=data["chunker_version"],
+        history=tuple(HistoryEntry(h["status"], h["reason"], h["at"]) for h in data["history"]),
+        sections=tuple(
+            SectionEntry(s["ordinal"], s["heading_path"], s["level"], s["page"], s["start_offset"], s["end_offset"])
+            for s in data["sections"]
+        ),
+        chunks=tuple(
+            ChunkEntry(c["ordinal"], c["chunk_id"], c["heading_path"], c["kind"], c["page"], c["start_offset"],
+                       c["end_offset"], c["token_estimate"], c["preview"])
+            for c in data["chunks"]
+        ),
+    )
+
+
+def text_json(text: DocumentText) -> JSON:
+    return {
+        "collection": text.collection_id, "document_id": text.document_id, "source_path": text.source_path,
+        "first_heading_path": text.first_heading_path, "text": text.text, "truncated": text.truncated,
+    }
+
+
+def document_text(data: JSON) -> DocumentText:
+    from kbtui.reads import DocumentText
+
+    return DocumentText(
+        collection_id=data["collection"], document_id=data["document_id"], source_path=data["source_path"],
+        first_heading_path=data["first_heading_path"], text=data["text"], truncated=data["truncated"],
+    )
+
+
+def chunk_json(record: ChunkRecord) -> JSON:
+    return {
+        "collection": record.collection_id, "document_id": record.document_id, "chunk_id": record.chunk_id,
+        "ordinal": record.ordinal, "section_key": record.section_key, "heading_path": record.heading_path,
+        "source_path": record.source_path, "page": record.page, "start_offset": record.start_offset,
+        "end_offset": record.end_offset, "kind": record.kind, "language": record.language,
+        "symbol": record.symbol, "text": record.text,
+    }
+
+
+def chunk_record(data: JSON) -> ChunkRecord:
+    from store.chunks import ChunkRecord
+
+    return ChunkRecord(
+        collection_id=data["collection"], document_id=data["document_id"], chunk_id=data["chunk_id"],
+        ordinal=data["ordinal"], section_key=data["section_key"], heading_path=data["heading_path"],
+        source_path=data["source_path"], page=data["page"], start_offset=data["start_offset"],
+        end_offset=data["end_offset"], kind=data["kind"], language=data["language"], symbol=data["symbol"],
+        text=data["text"],
+    )
+
+
+def reindex_json(report: ReindexReport) -> JSON:
+    return {
+        "queued": list(report.queued),
+        "damaged": [{"document_id": d, "reason": reason} for d, reason in report.damaged],
+    }
+
+
+def reindex_report(data: JSON) -> ReindexReport:
+    from kbtui.node import ReindexReport
+
+    return ReindexReport(tuple(data["queued"]), tuple((d["document_id"], d["reason"]) for d in data["damaged"]))
+
+
+def status_json(status: NodeStatus) -> JSON:
+    """``kbtui status --json``."""
+    return {"node_running": status.running, "queue": status.published, "documents": status.counts}
+
+
+def node_status(data: JSON) -> NodeStatus:
+    from kbtui.node import NodeStatus
+
+    return NodeStatus(running=data["node_running"], published=data["queue"], counts=data["documents"])
+
+
+# ---------------------------------------------------------------- search
+
+
+def hit_json(hit: Hit) -> JSON:
+    """A search hit (README.md: the same fields as ``kbtui search --json``)."""
+    return {
+        "document_id": hit.document_id,
+        "chunk_id": hit.chunk_id,
+        "collection": hit.collection_id,
+        "heading_path": hit.heading_path,
+        "source_path": hit.source_path,
+        "page": hit.page,
+        "start_offset": hit.start_offset,
+        "end_offset": hit.end_offset,
+        "kind": hit.kind,
+        "language": hit.language,
+        "symbol": hit.symbol,
+        "score": hit.score,
+        "score_kind": hit.score_kind,
+        "lexical_rank": hit.lexical_rank,
+        "vector_rank": hit.vector_rank,
+        "lexical_score": hit.lexical_score,
+        "vector_score": hit.vector_score,
+        "fusion_rank": hit.fusion_rank,
+        "text": hit.text,
+        "neighbors": [
+            {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
+             "start_offset": n.start_offset, "end_offset": n.end_offset, "text": n.text}
+            for n in hit.neighbors
+        ],
+    }
+
+
+def hit(data: JSON) -> Hit:
+    return Hit(
+        collection_id=data["collection"], document_id=data["document_id"], chunk_id=data["chunk_id"],
+        source_path=data["source_path"], heading_path=data["heading_path"], page=data["page"],
+        start_offset=data["start_offset"], end_offset=data["end_offset"], kind=data["kind"],
+        language=data["language"], symbol=data["symbol"], score=data["score"], score_kind=data["score_kind"],
+        text=data["text"], lexical_rank=data["lexical_rank"], vector_rank=data["vector_rank"],
+        lexical_score=data["lexical_score"], vector_score=data["vector_score"], fusion_rank=data["fusion_rank"],
+        neighbors=tuple(
+            Neighbour(n["chunk_id"], n["ordinal"], n["heading_path"], n["page"], n["start_offset"], n["end_offset"],
+                      n["text"])
+            for n in data["neighbors"]
+        ),
+    )
+
+
+def explain_json(explain: SearchExplain | None) -> JSON | None:
+    """How a search ran (``kbtui search --explain --json``)."""
+    if explain is None:
+        return None
+    plan = explain.lexical_plan
+    return {
+        "mode": explain.mode,
+        "fusion": explain.fusion,
+        "pool": explain.pool,
+        "lexical_candidates": explain.lexical_candidates,
+        "vector_candidates": explain.vector_candidates,
+        "reranked": explain.reranked,
+        "vector_weight": explain.vector_weight,
+        "lexical_plan": None if plan is None else {
+            "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
+            "recency": list(plan.recency), "missing": list(plan.missing),
+        },
+        "timings_ms": explain.timings_ms,
+    }
+
+
+def search_explain(data: JSON | None) -> SearchExplain | None:
+    if data is None:
+        return None
+    plan = data["lexical_plan"]
+    return SearchExplain(
+        mode=data["mode"], fusion=data["fusion"], pool=data["pool"], lexical_candidates=data["lexical_candidates"],
+        vector_candidates=data["vector_candidates"],
+        lexical_plan=None if plan is None else LexicalPlan(
+            tuple(plan["ranked"]), tuple(plan["repeats"]), tuple(plan["pruned"]), tuple(plan["recency"]),
+            tuple(plan["missing"]),
+        ),
+        reranked=data["reranked"], timings_ms=data["timings_ms"], vector_weight=data["vector_weight"],
+    )
+
+
+def search_json(response: SearchResponse, *, explain: bool) -> JSON:
+    """A search response (README.md); ``explain`` adds how it ran."""
+    payload: JSON = {
+        "hits": [hit_json(h) for h in response.hits],
+        "degraded": list(response.degraded),
+        "elapsed_ms": response.elapsed_ms,
+    }
+    if explain:
+        payload["explain"] = explain_json(response.explain)
+    return payload
+
+
+def search_response(data: JSON) -> SearchResponse:
+    return SearchResponse(
+        hits=[hit(h) for h in data["hits"]], degraded=list(data["degraded"]), elapsed_ms=data["elapsed_ms"],
+        explain=search_explain(data.get("explain")),
+    )
+
+
+# ---------------------------------------------------------------- repositories
+
+
+def repository_json(row: RepositoryRow) -> JSON:
+    """A registered repository (README.md, ``kbtui repo ls --json``)."""
+    repository = row.repository
+    return {
+        "repository_id": repository.id,
+        "name": repository.name,
+        "root": repository.root,
+        "created_at": repository.created_at,
+        "last_import_at": repository.last_import_at,
+        "last_import_status": repository.last_import_status,
+        "document_count": row.document_count,
+    }
+
+
+def repository_row(data: JSON) -> RepositoryRow:
+    from kbtui.node import RegisteredRepository, RepositoryRow
+
+    return RepositoryRow(
+        RegisteredRepository(
+            id=data["repository_id"], name=data["name"], root=data["root"], created_at=data["created_at"],
+            last_import_at=data["last_import_at"], last_import_status=data["last_import_status"],
+        ),
+        data["document_count"],
+    )
+
+
+def import_json(report: ImportReport) -> JSON:
+    """An import report (README.md), ``files`` included, its time unrounded (a
+    client prints it as the in-process command would)."""
+    return {**report.to_json(), "elapsed_s": report.elapsed_s}
+
+
+def import_report(data: JSON) -> ImportReport:
+    from kbtui.repository.importer import FileOutcome, ImportReport, Tally
+
+    def tally(t: JSON) -> Tally:
+        return Tally(t["count"], t["bytes"])
+
+    return ImportReport(
+        repository_id=data["repository_id"], collection_id=data["collection"], status=data["status"],
+        listed=data["listed"], added=tally(data["added"]), updated=tally(data["updated"]),
+        unchanged=tally(data["unchanged"]), removed=tally(data["removed"]),
+        skipped={reason: tally(t) for reason, t in data["skipped"].items()},
+        files=tuple(FileOutcome(f["path"], f["outcome"], f["reason"], f["bytes"], f["document_id"]) for f in data["files"]),
+        pending_document_ids=tuple(data["pending_document_ids"]), elapsed_s=data["elapsed_s"],
+    )
