@@ -32,17 +32,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from actors.events import Busy, NotAdmitting
 from kbtui.api import API_PREFIX, shapes
 from kbtui.api.errors import ApiError, api_error_for
 from kbtui.api.events import KEEP_ALIVE, frame
 from kbtui.api.hub import END, EventHub, Subscription
-from kbtui.collect import collect_files
 from kbtui.collections import canonical_collection_id
 from kbtui.node import Node
 from kbtui.reads import Status
+from kbtui.retrieval.results import ALL_COLLECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,10 @@ _STRICT = ConfigDict(extra="forbid", strict=True)
 
 class AddBody(BaseModel):
     model_config = _STRICT
-    paths: list[str] = Field(min_length=1, max_length=100_000)
+    paths: list[str] = Field(min_length=1, max_length=1_000)
     collection: str | None = None
+    name: str | None = None  # one path only
+    include_sensitive: bool = False
 
 
 class LookupBody(BaseModel):
@@ -105,6 +107,8 @@ class SearchBody(BaseModel):
     limit: int | None = Field(default=None, ge=1, le=MAX_SEARCH_LIMIT)
     document_id: str | None = None
     expand_neighbors: bool = False
+    per_document: bool = False
+    min_relevance: float | None = Field(default=None, ge=0.0, le=1.0)
     explain: bool = False
 
 
@@ -119,9 +123,15 @@ class ImportBody(BaseModel):
     collection: str | None = None
 
 
+class SyncBody(BaseModel):
+    model_config = _STRICT
+    dry_run: bool = False
+
+
 # ---------------------------------------------------------------- plumbing
 
 Handler = Callable[[Request, Services], Awaitable[Any]]
+JSON = dict[str, Any]
 
 
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -175,10 +185,10 @@ def endpoint(services: Services, gate: _Admission, handler: Handler) -> Callable
             except ApiError as error:
                 response = error_response(error)
             except Exception as exc:  # noqa: BLE001 - every failure is an answer, never a traceback
-                error = api_error_for(exc)
-                if error.code == "internal":
+                problem = api_error_for(exc)
+                if problem.code == "internal":
                     log.error("api: %s failed: %s", handler.__name__, type(exc).__name__)
-                response = error_response(error)
+                response = error_response(problem)
             finally:
                 gate.leave()
         # The handler's name, never the path: paths carry ids and references.
@@ -237,13 +247,16 @@ def query_int(request: Request, name: str, default: int, low: int, high: int) ->
     return int(raw)
 
 
-def query_collection(request: Request, *, required: bool = False) -> str | None:
+def query_collection(request: Request) -> str | None:
     raw = request.query_params.get("collection")
-    if raw is None:
-        if required:
-            raise ApiError("invalid_arguments", "collection: required")
-        return None
-    return canonical_collection_id(raw)
+    return None if raw is None else canonical_collection_id(raw)
+
+
+def required_collection(request: Request) -> str:
+    collection_id = query_collection(request)
+    if collection_id is None:
+        raise ApiError("invalid_arguments", "collection: required")
+    return collection_id
 
 
 def _admit_all(pipeline: Pipeline, document_ids: list[str]) -> ApiError | None:
@@ -303,33 +316,36 @@ async def list_documents(request: Request, services: Services) -> object:
 
 
 async def add_documents(request: Request, services: Services) -> object:
+    """Each path becomes a source of the collection (or is found registered
+    there) and is scanned, as ``kbtui add`` does; the documents it left
+    Pending are offered to admission."""
     body: AddBody = await read_json(request, AddBody)
     collection_id = canonical_collection_id(body.collection)
     for position, path in enumerate(body.paths, start=1):
         if not os.path.isabs(path):
             raise ApiError("invalid_arguments", f"argument {position}: give an absolute path")
+        if not os.path.lexists(path):
+            raise ApiError("not_found", f"argument {position}: no such file or directory")
+    if body.name is not None and len(body.paths) > 1:
+        raise ApiError("invalid_arguments", "name: names one source, give one path with it")
 
-    def add() -> tuple[object, ApiError | None]:
-        collected = collect_files(body.paths)
-        report = services.node.add_files(collected, collection_id)
-        position = {id(file): index for index, file in enumerate(collected.files)}
-        rows = {r.document_id: r for r in services.node.documents(document_ids=report.document_ids)}
-        added = [
-            {"index": position[id(file)], **shapes.document_json(rows[outcome.document_id]), "created": outcome.created}
-            if outcome.document_id in rows else
-            {"index": position[id(file)], "document_id": outcome.document_id, "status": outcome.status,
-             "created": outcome.created}
-            for file, outcome in report.added
+    def add() -> tuple[JSON, ApiError | None]:
+        synced = [
+            services.node.add_source(Path(path), collection_id, name=body.name, include_sensitive=body.include_sensitive)
+            for path in body.paths
         ]
-        payload = {
-            "documents": added,
-            "refused": [
-                {"index": position[id(r.file)], "path": os.fspath(r.file.path), "reason": r.reason.value}
-                for r in report.refused
-            ],
-            "skipped_symlinks": report.skipped_symlinks,
+        touched = {
+            f.document_id: (index, f.outcome) for index, s in enumerate(synced) for f in s.report.files
+            if f.document_id and f.outcome in ("added", "updated", "renamed", "unchanged")
         }
-        pending = [o.document_id for _, o in report.added if o.status == Status.PENDING.value]
+        rows = {r.document_id: r for r in services.node.documents(document_ids=list(touched))}
+        documents = [
+            {"index": index, **shapes.document_json(rows[document_id]), "created": outcome == "added",
+             "outcome": outcome}
+            for document_id, (index, outcome) in touched.items() if document_id in rows
+        ]
+        payload = {"documents": documents, "sources": [shapes.source_sync_json(s) for s in synced]}
+        pending = [d for s in synced for d in s.report.pending_document_ids]
         return payload, _admit_all(services.pipeline, list(dict.fromkeys(pending)))
 
     payload, busy = await run_in_threadpool(add)
@@ -361,7 +377,7 @@ async def delete_document(request: Request, services: Services) -> object:
 
 
 async def get_document_text(request: Request, services: Services) -> object:
-    collection_id = query_collection(request, required=True)
+    collection_id = required_collection(request)
     max_chars = query_int(request, "max_chars", 20_000, 1, MAX_READ_CHARS)
     text = await run_in_threadpool(
         services.node.document_text, request.path_params["document_id"], collection_id, max_chars
@@ -372,7 +388,7 @@ async def get_document_text(request: Request, services: Services) -> object:
 
 
 async def get_neighbours(request: Request, services: Services) -> object:
-    collection_id = query_collection(request, required=True)
+    collection_id = required_collection(request)
     window = query_int(request, "window", 1, 0, MAX_NEIGHBOUR_WINDOW)
     records = await run_in_threadpool(
         services.node.neighbours, request.path_params["chunk_id"], collection_id, window
@@ -381,18 +397,19 @@ async def get_neighbours(request: Request, services: Services) -> object:
 
 
 async def resolve_document(request: Request, services: Services) -> object:
+    """The one document a name, an id or an id prefix (4+ characters) names, and how it matched."""
     reference = request.query_params.get("document")
     if not reference:
         raise ApiError("invalid_arguments", "document: required")
     collection_id = query_collection(request)
-    return {"document_id": await run_in_threadpool(services.node.resolve, reference, collection_id)}
+    return shapes.match_json(await run_in_threadpool(services.node.find_document, reference, collection_id))
 
 
 async def reindex(request: Request, services: Services) -> object:
     body: ReindexBody = await read_json(request, ReindexBody)
     collection_id = None if body.collection is None else canonical_collection_id(body.collection)
 
-    def queue() -> tuple[object, ApiError | None]:
+    def queue() -> tuple[JSON, ApiError | None]:
         report = services.node.reindex(body.document_ids, collection_id=collection_id)
         return shapes.reindex_json(report), _admit_all(services.pipeline, list(report.queued))
 
@@ -408,17 +425,60 @@ async def reindex(request: Request, services: Services) -> object:
 
 async def search(request: Request, services: Services) -> object:
     body: SearchBody = await read_json(request, SearchBody)
-    collection_id = canonical_collection_id(body.collection)
+    collection_id = ALL_COLLECTIONS if body.collection == ALL_COLLECTIONS else canonical_collection_id(body.collection)
     response = await run_in_threadpool(
         functools.partial(
             services.node.search, body.query, collection_id, limit=body.limit, document_id=body.document_id,
-            expand_neighbors=body.expand_neighbors,
+            expand_neighbors=body.expand_neighbors, per_document=body.per_document, min_relevance=body.min_relevance,
         )
     )
     return shapes.search_json(response, explain=body.explain)
 
 
-# ---------------------------------------------------------------- routes: repositories
+# ---------------------------------------------------------------- routes: sources
+
+
+def query_purge(request: Request, default: str) -> bool:
+    purge = request.query_params.get("purge", default)
+    if purge not in ("true", "false"):
+        raise ApiError("invalid_arguments", "purge: true or false")
+    return purge == "true"
+
+
+async def list_sources(request: Request, services: Services) -> object:
+    rows = await run_in_threadpool(services.node.sources, query_collection(request))
+    return {"sources": [shapes.source_json(r) for r in rows]}
+
+
+async def get_source(request: Request, services: Services) -> object:
+    row = await run_in_threadpool(services.node.resolve_source, request.path_params["reference"],
+                                  query_collection(request))
+    return shapes.source_json(row)
+
+
+async def sync_source(request: Request, services: Services) -> object:
+    body: SyncBody = await read_json(request, SyncBody)
+
+    def run() -> object:
+        row = services.node.resolve_source(request.path_params["reference"])
+        report = services.node.sync_source(row.source.id, dry_run=body.dry_run)
+        services.pipeline.sweep()  # the drain sweep admits what the scan left Pending
+        return shapes.sync_json(report)
+
+    return await run_in_threadpool(run)
+
+
+async def delete_source(request: Request, services: Services) -> object:
+    purge = query_purge(request, "true")
+
+    def run() -> object:
+        row = services.node.resolve_source(request.path_params["reference"])
+        return {"source_id": row.source.id, "purged": services.node.remove_source(row.source.id, purge=purge)}
+
+    return await run_in_threadpool(run)
+
+
+# ---------------------------------------------------------------- routes: repositories (Git sources, the older words)
 
 
 async def list_repositories(request: Request, services: Services) -> object:
@@ -430,10 +490,12 @@ async def register_repository(request: Request, services: Services) -> object:
     body: RegisterBody = await read_json(request, RegisterBody)
     if not os.path.isabs(body.path):
         raise ApiError("invalid_arguments", "path: give an absolute path")
-    registered = await run_in_threadpool(services.node.register_repository, Path(body.path), body.name)
-    from kbtui.node import RepositoryRow
 
-    return json_response(shapes.repository_json(RepositoryRow(registered, 0)), 201)
+    def run() -> object:
+        registered = services.node.register_repository(Path(body.path), body.name)
+        return shapes.repository_json(services.node.resolve_repository(registered.id))
+
+    return json_response(await run_in_threadpool(run), 201)
 
 
 async def get_repository(request: Request, services: Services) -> object:
@@ -442,14 +504,14 @@ async def get_repository(request: Request, services: Services) -> object:
 
 
 async def delete_repository(request: Request, services: Services) -> object:
-    purge = request.query_params.get("purge", "false")
-    if purge not in ("true", "false"):
-        raise ApiError("invalid_arguments", "purge: true or false")
-    row = await run_in_threadpool(services.node.resolve_repository, request.path_params["reference"])
-    purged = await run_in_threadpool(
-        functools.partial(services.node.unregister_repository, row.repository.id, purge=purge == "true")
-    )
-    return {"repository_id": row.repository.id, "purged": purged}
+    purge = query_purge(request, "false")
+
+    def run() -> object:
+        row = services.node.resolve_repository(request.path_params["reference"])
+        return {"repository_id": row.source.id,
+                "purged": services.node.unregister_repository(row.source.id, purge=purge)}
+
+    return await run_in_threadpool(run)
 
 
 async def import_repository(request: Request, services: Services) -> object:
@@ -458,7 +520,7 @@ async def import_repository(request: Request, services: Services) -> object:
 
     def run() -> object:
         row = services.node.resolve_repository(request.path_params["reference"])
-        report = services.node.import_repository(row.repository.id, collection_id)
+        report = services.node.import_repository(row.source.id, collection_id)
         services.pipeline.sweep()  # the drain sweep admits what the import left Pending
         return shapes.import_json(report)
 
@@ -499,7 +561,7 @@ class EventStreamResponse(Response):
         gone = asyncio.create_task(_client_gone(receive))
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            data = self.first
+            data: bytes | None = self.first
             while data is not END:
                 await asyncio.wait_for(send({"type": "http.response.body", "body": data, "more_body": True}),
                                        STREAM_WRITE_TIMEOUT_S)
@@ -544,6 +606,10 @@ ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/resolve", resolve_document),
     ("POST", "/reindex", reindex),
     ("POST", "/search", search),
+    ("GET", "/sources", list_sources),
+    ("GET", "/sources/{reference}", get_source),
+    ("POST", "/sources/{reference}/sync", sync_source),
+    ("DELETE", "/sources/{reference}", delete_source),
     ("GET", "/repositories", list_repositories),
     ("POST", "/repositories", register_repository),
     ("GET", "/repositories/{reference}", get_repository),
@@ -552,7 +618,7 @@ ROUTES: list[tuple[str, str, Handler]] = [
 ]
 
 
-def build_app(services: Services) -> Starlette:
+def build_app(services: Services) -> ASGIApp:
     """The ASGI application serving ``services``."""
     gate = _Admission(MAX_CONCURRENT_REQUESTS)
     routes = [

@@ -30,15 +30,14 @@ from kbtui.api.transport import Endpoint, EventStream, NodeUnavailable, Reply, r
 
 if TYPE_CHECKING:
     from actors.events import Event
-    from kbtui.collect import AddReport, CollectedFiles, RefusedFile
     from kbtui.config import Config
     from kbtui.follow import FollowResult
-    from kbtui.node import NodeStatus, ReindexReport, RepositoryRow
+    from kbtui.node import DocumentMatch, NodeStatus, ReindexReport, SourceRow, SourceSync
     from kbtui.reads import DocumentDetail, DocumentRow, DocumentText
-    from kbtui.repository.importer import ImportReport
     from kbtui.retrieval.results import SearchResponse
+    from kbtui.sources.sync import SyncReport
     from store.chunks import ChunkRecord
-    from store.repositories import RegisteredRepository
+    from store.sources import RegisteredSource
 
 DEFAULT_TIMEOUT_S = 120.0
 ADD_TIMEOUT_S = 3600.0  # the node reads every file of the add before it answers
@@ -86,31 +85,20 @@ class NodeClient:
 
     # ------------------------------------------------------------ adding, removing, re-indexing
 
-    def add_files(
-        self, collected: CollectedFiles, collection_id: str, *, on_refused: Callable[[RefusedFile], None] | None = None
-    ) -> AddReport:
-        from kbtui.collect import AddReport, RefusedFile
-        from kbtui.node import AddOutcome
-        from store.files import Refusal
-
-        files = collected.files
-        # Absolute, as typed (not resolved): the node names a named symlink as the operator did.
-        paths = [os.path.abspath(file.shown) for file in files]
-        reply = self._call("POST", "/documents", {"paths": paths, "collection": collection_id},
-                           timeout=ADD_TIMEOUT_S, accept=(503,))
+    def add_source(
+        self, path: Path, collection_id: str, *, name: str | None = None, include_sensitive: bool = False,
+        on_progress: Callable[[int, int], object] | None = None,
+    ) -> SourceSync:
+        # The node scans in one request (no progress on the way) and admits what the scan left Pending.
+        # Absolute, as typed (not resolved): the node follows a named symlink once, as kbtui add does.
+        payload = {"paths": [os.path.abspath(path)], "collection": collection_id, "name": name,
+                   "include_sensitive": include_sensitive}
+        reply = self._call("POST", "/documents", payload, timeout=ADD_TIMEOUT_S, accept=(503,))
         body = _json_object(reply)
-        if reply.status == 503 and "documents" not in body:
+        if reply.status == 503 and "sources" not in body:
             _raise(reply)
         # A busy queue (503) stored them all the same: the drain sweep admits them.
-        report = AddReport(skipped_symlinks=collected.skipped_symlinks)
-        for entry in body["documents"]:
-            report.added.append((files[entry["index"]], AddOutcome(entry["document_id"], entry["created"], entry["status"])))
-        for entry in sorted(body["refused"], key=lambda e: e["index"]):
-            refused = RefusedFile(files[entry["index"]], Refusal(entry["reason"]))
-            report.refused.append(refused)
-            if on_refused is not None:
-                on_refused(refused)
-        return report
+        return shapes.source_sync(body["sources"][0])
 
     def remove(self, document_ids: Sequence[str]) -> int:
         return sum(self.purge(document_id) for document_id in dict.fromkeys(document_ids))
@@ -143,9 +131,10 @@ class NodeClient:
             try:
                 for streamed in stream:
                     event = event_from(streamed.name, streamed.data)
-                    if getattr(event, "status", None) is not None and event.document_id in wanted:
+                    status, document_id = getattr(event, "status", None), getattr(event, "document_id", None)
+                    if status is not None and document_id in wanted:
                         with lock:
-                            statuses[event.document_id] = event.status
+                            statuses[document_id] = status
             except NodeUnavailable:
                 pass
             finally:
@@ -178,7 +167,10 @@ class NodeClient:
     # ------------------------------------------------------------ reading
 
     def resolve(self, reference: str, collection_id: str | None = None) -> str:
-        return self._json("GET", "/resolve" + _query(document=reference, collection=collection_id))["document_id"]
+        return self.find_document(reference, collection_id).document_id
+
+    def find_document(self, reference: str, collection_id: str | None = None) -> DocumentMatch:
+        return shapes.document_match(self._json("GET", "/resolve" + _query(document=reference, collection=collection_id)))
 
     def documents(
         self, collection_id: str | None = None, status: str | None = None, *, updated_since: float | None = None,
@@ -237,36 +229,55 @@ class NodeClient:
 
     def search(
         self, query: str, collection_id: str, *, limit: int | None = None, document_id: str | None = None,
-        expand_neighbors: bool = False,
+        expand_neighbors: bool = False, per_document: bool = False, min_relevance: float | None = None,
     ) -> SearchResponse:
         body = self._json("POST", "/search", {
             "query": query, "collection": collection_id, "limit": limit, "document_id": document_id,
-            "expand_neighbors": expand_neighbors, "explain": True,
+            "expand_neighbors": expand_neighbors, "per_document": per_document, "min_relevance": min_relevance,
+            "explain": True,
         })
         return shapes.search_response(body)
 
-    # ------------------------------------------------------------ repositories
+    # ------------------------------------------------------------ sources
 
-    def register_repository(self, path: Path, name: str | None = None) -> RegisteredRepository:
+    def sources(self, collection_id: str | None = None) -> list[SourceRow]:
+        body = self._json("GET", "/sources" + _query(collection=collection_id))
+        return [shapes.source_row(r) for r in body["sources"]]
+
+    def resolve_source(self, reference: str, collection_id: str | None = None) -> SourceRow:
+        return shapes.source_row(self._json("GET", f"/sources/{_quote(reference)}" + _query(collection=collection_id)))
+
+    def sync_source(
+        self, source_id: str, *, dry_run: bool = False, on_progress: Callable[[int, int], object] | None = None
+    ) -> SyncReport:
+        body = self._json("POST", f"/sources/{_quote(source_id)}/sync", {"dry_run": dry_run}, timeout=None)
+        return shapes.sync_report(body)
+
+    def remove_source(self, source_id: str, *, purge: bool = True) -> int:
+        return self._json("DELETE", f"/sources/{_quote(source_id)}" + _query(purge=purge))["purged"]
+
+    # ------------------------------------------------------------ repositories (Git sources, the older words)
+
+    def register_repository(self, path: Path, name: str | None = None) -> RegisteredSource:
         body = self._json("POST", "/repositories", {"path": os.path.abspath(path), "name": name})
-        return shapes.repository_row(body).repository
+        return shapes.source_row(body).source
 
-    def repositories(self) -> list[RepositoryRow]:
-        return [shapes.repository_row(r) for r in self._json("GET", "/repositories")["repositories"]]
+    def repositories(self) -> list[SourceRow]:
+        return [shapes.source_row(r) for r in self._json("GET", "/repositories")["repositories"]]
 
-    def resolve_repository(self, reference: str) -> RepositoryRow:
-        return shapes.repository_row(self._json("GET", f"/repositories/{_quote(reference)}"))
+    def resolve_repository(self, reference: str) -> SourceRow:
+        return shapes.source_row(self._json("GET", f"/repositories/{_quote(reference)}"))
 
     def unregister_repository(self, repository_id: str, *, purge: bool) -> int:
         return self._json("DELETE", f"/repositories/{_quote(repository_id)}" + _query(purge=purge))["purged"]
 
     def import_repository(
-        self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], None] | None = None
-    ) -> ImportReport:
+        self, repository_id: str, collection_id: str, *, on_progress: Callable[[int, int], object] | None = None
+    ) -> SyncReport:
         # The node scans in one request (no progress on the way); the sweep then admits what it left Pending.
         body = self._json("POST", f"/repositories/{_quote(repository_id)}/import", {"collection": collection_id},
                           timeout=None)
-        return shapes.import_report(body)
+        return shapes.sync_report(body)
 
     # ------------------------------------------------------------ events
 

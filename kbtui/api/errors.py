@@ -22,7 +22,7 @@ STATUS_OF = {
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "headers_too_large": 431,
-    "import_failed": 422,
+    "sync_failed": 422,
     "internal": 500,
     "storage": 500,
     "data_directory": 500,
@@ -51,16 +51,16 @@ class ApiError(Exception):
 def api_error_for(exc: BaseException) -> ApiError:
     """The answer for an operator error a use case raised (anything else is ``internal``)."""
     from kbtui.errors import InvalidCollection, KbtuiError, NotFound, StoreError
-    from kbtui.repository.importer import ImportFailed
+    from kbtui.sources.sync import SyncFailed
 
     if isinstance(exc, NotFound):
         return ApiError("not_found", exc.message)
     if isinstance(exc, InvalidCollection):
         return ApiError("invalid_collection", exc.message)
-    if isinstance(exc, ImportFailed):
-        from kbtui.api.shapes import import_json
+    if isinstance(exc, SyncFailed):
+        from kbtui.api.shapes import sync_json
 
-        return ApiError("import_failed", exc.message, {"report": import_json(exc.report)})
+        return ApiError("sync_failed", exc.message, {"report": sync_json(exc.report)})
     if isinstance(exc, KbtuiError):
         return ApiError("bad_request" if exc.exit_code == 2 else "data_directory", exc.message)
     if isinstance(exc, StoreError):
@@ -76,11 +76,11 @@ def raise_for(code: str, message: str, body: dict) -> None:
         raise NotFound(message)
     if code == "invalid_collection":
         raise InvalidCollection(message)
-    if code == "import_failed":
-        from kbtui.api.shapes import import_report
-        from kbtui.repository.importer import ImportFailed
+    if code == "sync_failed":
+        from kbtui.api.shapes import sync_report
+        from kbtui.sources.sync import SyncFailed
 
-        raise ImportFailed(message, import_report(body["report"]))
+        raise SyncFailed(message, sync_report(body["report"]))
     if code == "data_directory":
         raise DataDirectoryProblem(message)
     if code == "storage":

@@ -32,9 +32,10 @@ log = logging.getLogger(__name__)
 
 # The use cases a running node serves; anything else runs in-process.
 ROUTED = (
-    "add_files", "index_and_follow", "remove", "purge", "reindex",
-    "resolve", "documents", "document", "detail", "document_text", "neighbours", "display_names", "statuses",
-    "collections", "collection_exists", "status", "search",
+    "add_source", "index_and_follow", "remove", "purge", "reindex",
+    "resolve", "find_document", "documents", "document", "detail", "document_text", "neighbours", "display_names",
+    "statuses", "collections", "collection_exists", "status", "search",
+    "sources", "resolve_source", "sync_source", "remove_source",
     "register_repository", "repositories", "resolve_repository", "unregister_repository", "import_repository",
 )
 
@@ -61,11 +62,12 @@ class NodeProxy:
         if self._local is not None:
             self._local.close()
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        # ``method`` is positional-only: the use cases take keyword arguments such as ``name``.
         try:
-            result = getattr(self.client, name)(*args, **kwargs)
+            result = getattr(self.client, method)(*args, **kwargs)
         except NodeUnavailable as why:
-            log.debug("no node answered %s (%s); working in-process", name, why)
+            log.debug("no node answered %s (%s); working in-process", method, why)
         except NodeOfAnotherUser as problem:
             from kbtui.errors import DataDirectoryProblem
 
@@ -73,7 +75,7 @@ class NodeProxy:
         else:
             self.served_by_node += 1
             return result
-        return getattr(self.local(), name)(*args, **kwargs)
+        return getattr(self.local(), method)(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # Everything a running node does not serve (the pipeline, ...) is in-process.

@@ -21,6 +21,7 @@ writes to ``api.token`` (0600) for as long as it listens.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import logging
@@ -77,7 +78,8 @@ class GuardedH11Protocol(H11Protocol):
     when they connect, headers must arrive in time, and a malformed request
     gets the API's JSON error instead of plain text."""
 
-    def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
+    # uvicorn's protocol narrows asyncio's BaseTransport to the stream Transport it is given.
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family == socket.AF_UNIX:

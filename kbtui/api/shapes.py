@@ -3,7 +3,7 @@
 One place for both directions, so a client rebuilds exactly the frozen
 values the node's use cases returned (``from_*`` undoes ``*_json``). Where
 a shape overlaps the CLI's documented ``--json`` output (README.md: a
-document, a search response, an import report, a repository) it is the same
+document, a search response, a scan report, a source) it is the same
 field for field; the API adds what a client needs to rebuild the whole value.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kbtui.retrieval.results import Hit, LexicalPlan, Neighbour, SearchExplain, SearchResponse
+from kbtui.retrieval.results import Hit, LexicalPlan, MatchSignal, Neighbour, SearchExplain, SearchResponse
 
 if TYPE_CHECKING:
-    from kbtui.node import NodeStatus, ReindexReport, RepositoryRow
+    from kbtui.node import DocumentMatch, NodeStatus, ReindexReport, SourceRow, SourceSync
     from kbtui.reads import ChunkEntry, DocumentDetail, DocumentRow, DocumentText
-    from kbtui.repository.importer import ImportReport
+    from kbtui.sources.sync import SyncReport
     from store.chunks import ChunkRecord
 
 JSON = dict[str, Any]
@@ -54,6 +54,16 @@ def document_row(data: JSON) -> DocumentRow:
         vector_identity=data["vector_identity"], created_at=data["created_at"], updated_at=data["updated_at"],
         indexed_at=data["indexed_at"],
     )
+
+
+def match_json(match: DocumentMatch) -> JSON:
+    return {"document_id": match.document_id, "matched_by": match.matched_by}
+
+
+def document_match(data: JSON) -> DocumentMatch:
+    from kbtui.node import DocumentMatch
+
+    return DocumentMatch(data["document_id"], data["matched_by"])
 
 
 def detail_json(detail: DocumentDetail) -> JSON:
@@ -188,6 +198,9 @@ def hit_json(hit: Hit) -> JSON:
         "lexical_score": hit.lexical_score,
         "vector_score": hit.vector_score,
         "fusion_rank": hit.fusion_rank,
+        "relevance": hit.relevance,
+        "similarity": hit.similarity,
+        "more_in_document": hit.more_in_document,
         "text": hit.text,
         "neighbors": [
             {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
@@ -205,6 +218,7 @@ def hit(data: JSON) -> Hit:
         language=data["language"], symbol=data["symbol"], score=data["score"], score_kind=data["score_kind"],
         text=data["text"], lexical_rank=data["lexical_rank"], vector_rank=data["vector_rank"],
         lexical_score=data["lexical_score"], vector_score=data["vector_score"], fusion_rank=data["fusion_rank"],
+        more_in_document=data["more_in_document"], relevance=data["relevance"], similarity=data["similarity"],
         neighbors=tuple(
             Neighbour(n["chunk_id"], n["ordinal"], n["heading_path"], n["page"], n["start_offset"], n["end_offset"],
                       n["text"])
@@ -228,7 +242,8 @@ def explain_json(explain: SearchExplain | None) -> JSON | None:
         "vector_weight": explain.vector_weight,
         "lexical_plan": None if plan is None else {
             "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
-            "recency": list(plan.recency), "missing": list(plan.missing),
+            "recency": list(plan.recency), "missing": list(plan.missing), "completed": list(plan.completed),
+            "exact": plan.exact,
         },
         "timings_ms": explain.timings_ms,
     }
@@ -243,7 +258,7 @@ def search_explain(data: JSON | None) -> SearchExplain | None:
         vector_candidates=data["vector_candidates"],
         lexical_plan=None if plan is None else LexicalPlan(
             tuple(plan["ranked"]), tuple(plan["repeats"]), tuple(plan["pruned"]), tuple(plan["recency"]),
-            tuple(plan["missing"]),
+            tuple(plan["missing"]), tuple(plan["completed"]), plan["exact"],
         ),
         reranked=data["reranked"], timings_ms=data["timings_ms"], vector_weight=data["vector_weight"],
     )
@@ -255,6 +270,7 @@ def search_json(response: SearchResponse, *, explain: bool) -> JSON:
         "hits": [hit_json(h) for h in response.hits],
         "degraded": list(response.degraded),
         "elapsed_ms": response.elapsed_ms,
+        "match": match_signal_json(response.match),
     }
     if explain:
         payload["explain"] = explain_json(response.explain)
@@ -264,56 +280,97 @@ def search_json(response: SearchResponse, *, explain: bool) -> JSON:
 def search_response(data: JSON) -> SearchResponse:
     return SearchResponse(
         hits=[hit(h) for h in data["hits"]], degraded=list(data["degraded"]), elapsed_ms=data["elapsed_ms"],
-        explain=search_explain(data.get("explain")),
+        explain=search_explain(data.get("explain")), match=match_signal(data["match"]),
     )
 
 
-# ---------------------------------------------------------------- repositories
-
-
-def repository_json(row: RepositoryRow) -> JSON:
-    """A registered repository (README.md, ``kbtui repo ls --json``)."""
-    repository = row.repository
+def match_signal_json(match: MatchSignal | None) -> JSON | None:
+    """Whether anything matched (README.md, "A search response")."""
+    if match is None:
+        return None
     return {
-        "repository_id": repository.id,
-        "name": repository.name,
-        "root": repository.root,
-        "created_at": repository.created_at,
-        "last_import_at": repository.last_import_at,
-        "last_import_status": repository.last_import_status,
-        "document_count": row.document_count,
+        "verdict": match.verdict, "lexical": match.lexical, "semantic": match.semantic,
+        "best_similarity": match.best_similarity, "similarity_floor": match.similarity_floor,
     }
 
 
-def repository_row(data: JSON) -> RepositoryRow:
-    from kbtui.node import RegisteredRepository, RepositoryRow
+def match_signal(data: JSON | None) -> MatchSignal | None:
+    if data is None:
+        return None
+    return MatchSignal(data["lexical"], data["semantic"], data["best_similarity"], data["similarity_floor"])
 
-    return RepositoryRow(
-        RegisteredRepository(
-            id=data["repository_id"], name=data["name"], root=data["root"], created_at=data["created_at"],
-            last_import_at=data["last_import_at"], last_import_status=data["last_import_status"],
-        ),
-        data["document_count"],
+
+# ---------------------------------------------------------------- sources and repositories
+
+
+def source_json(row: SourceRow) -> JSON:
+    """A source (README.md, ``kbtui sources --json``)."""
+    source = row.source
+    return {
+        "source_id": source.id, "kind": source.kind, "collection": source.collection_id, "name": source.name,
+        "root": source.root, "include_sensitive": source.include_sensitive, "watching": source.watching,
+        "watch_state": source.watch_state, "watch": row.watch, "created_at": source.created_at,
+        "last_scan_at": source.last_scan_at, "last_scan_status": source.last_scan_status,
+        "last_commit": source.last_commit, "documents": dict(sorted(row.counts.items())),
+        "document_count": row.document_count, "node_running": row.node_running,
+    }
+
+
+def source_row(data: JSON) -> SourceRow:
+    from kbtui.node import SourceRow
+    from store.sources import RegisteredSource
+
+    source = RegisteredSource(
+        id=data["source_id"], kind=data["kind"], collection_id=data["collection"], name=data["name"],
+        root=data["root"], include_sensitive=data["include_sensitive"], watching=data["watching"],
+        watch_state=data["watch_state"], created_at=data["created_at"], last_scan_at=data["last_scan_at"],
+        last_scan_status=data["last_scan_status"], last_commit=data["last_commit"],
     )
+    return SourceRow(source, dict(data["documents"]), data["node_running"])
 
 
-def import_json(report: ImportReport) -> JSON:
-    """An import report (README.md), ``files`` included, its time unrounded (a
+def repository_json(row: SourceRow) -> JSON:
+    """A Git source under the older words (README.md, ``kbtui repo ls --json``), whole."""
+    return {
+        **source_json(row), "repository_id": row.source.id, "last_import_at": row.source.last_scan_at,
+        "last_import_status": row.source.last_scan_status,
+    }
+
+
+def sync_json(report: SyncReport) -> JSON:
+    """A scan report (README.md), ``files`` included, its time unrounded (a
     client prints it as the in-process command would)."""
     return {**report.to_json(), "elapsed_s": report.elapsed_s}
 
 
-def import_report(data: JSON) -> ImportReport:
-    from kbtui.repository.importer import FileOutcome, ImportReport, Tally
+def import_json(report: SyncReport) -> JSON:
+    """``kbtui import --json``: a scan report naming its repository."""
+    return {"repository_id": report.source_id, **sync_json(report)}
+
+
+def sync_report(data: JSON) -> SyncReport:
+    from kbtui.sources.sync import OUTCOMES, FileOutcome, SyncReport, Tally
 
     def tally(t: JSON) -> Tally:
         return Tally(t["count"], t["bytes"])
 
-    return ImportReport(
-        repository_id=data["repository_id"], collection_id=data["collection"], status=data["status"],
-        listed=data["listed"], added=tally(data["added"]), updated=tally(data["updated"]),
-        unchanged=tally(data["unchanged"]), removed=tally(data["removed"]),
+    return SyncReport(
+        source_id=data["source_id"], kind=data["kind"], collection_id=data["collection"], status=data["status"],
+        dry_run=data["dry_run"], listed=data["listed"], **{name: tally(data[name]) for name in OUTCOMES},
         skipped={reason: tally(t) for reason, t in data["skipped"].items()},
-        files=tuple(FileOutcome(f["path"], f["outcome"], f["reason"], f["bytes"], f["document_id"]) for f in data["files"]),
+        files=tuple(
+            FileOutcome(f["path"], f["outcome"], f["reason"], f["bytes"], f["document_id"], f["previous_path"])
+            for f in data["files"]
+        ),
         pending_document_ids=tuple(data["pending_document_ids"]), elapsed_s=data["elapsed_s"],
     )
+
+
+def source_sync_json(synced: SourceSync) -> JSON:
+    return {"source": source_json(synced.row), "report": sync_json(synced.report)}
+
+
+def source_sync(data: JSON) -> SourceSync:
+    from kbtui.node import SourceSync
+
+    return SourceSync(source_row(data["source"]), sync_report(data["report"]))

@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 from rich.console import Console
@@ -102,9 +102,10 @@ def open_node(ctx: click.Context, *, read_only: bool = False, local: bool = Fals
     else:
         from kbtui.api.proxy import NodeProxy
 
-        node = NodeProxy(ctx.obj, open_here)
+        proxy = NodeProxy(ctx.obj, open_here)
         if open_now:
-            node.local()
+            proxy.local()
+        node = cast("Node", proxy)  # it offers Node's methods, wherever each runs
     ctx.call_on_close(node.close)
     return node
 

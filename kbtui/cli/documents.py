@@ -10,6 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from kbtui.api.shapes import document_json
 from kbtui.cli.common import advance, cli, existing_collection, open_node, progress_bar, shown, stdout
 from kbtui.cli.output import chosen_format, format_option, iso_time, readable_time, tsv_lines
 from kbtui.cli.sources import (
@@ -147,26 +148,6 @@ def _exit_code(result: FollowResult | None) -> int:
     if result is None:
         return 0
     return 1 if result.failed or result.stalled else 0
-
-
-def document_json(row: DocumentRow) -> dict[str, object]:
-    """The stable JSON shape of a document (documented in README.md)."""
-    return {
-        "document_id": row.document_id,
-        "collection": row.collection_id,
-        "status": row.status,
-        "display_name": row.name,
-        "failure_reason": row.reason,
-        "format": row.format,
-        "source_path": row.source_path,
-        "size_bytes": row.size_bytes,
-        "chunk_count": row.chunk_count,
-        "progress": row.progress,
-        "vector_identity": row.vector_identity,
-        "created_at": row.created_at,
-        "updated_at": row.updated_at,
-        "indexed_at": row.indexed_at,
-    }
 
 
 LIST_COLUMNS = ("document_id", "collection", "status", "failure_reason", "chunks", "size_bytes", "updated", "name")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from actors.events import DocumentReleased, DocumentStatusChanged
 from kbtui.api.transport import NodeUnavailable
 from kbtui.cli.common import cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
@@ -119,10 +120,10 @@ def _follow_events(home: Path, *, as_json: bool) -> None:
             stamp = time.strftime("%H:%M:%S")
             if event.name == "admission_changed":
                 stdout.print(f"{stamp} {_queue_line(event_json(event))}")
-            elif event.name == "document_status_changed":
+            elif isinstance(event, DocumentStatusChanged):
                 reason = f" ({event.reason})" if event.reason else ""
                 stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
-            else:
+            elif isinstance(event, DocumentReleased):
                 stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
     except NodeUnavailable:
         pass

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.markup import escape
 
+from kbtui.api.shapes import explain_json, hit_json
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
 from kbtui.collections import canonical_collection_id
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
@@ -22,39 +23,6 @@ from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
 
 if TYPE_CHECKING:
     from kbtui.node import Node
-
-
-def hit_json(hit) -> dict[str, object]:
-    """The stable JSON shape of a search hit (documented in README.md)."""
-    return {
-        "document_id": hit.document_id,
-        "chunk_id": hit.chunk_id,
-        "collection": hit.collection_id,
-        "heading_path": hit.heading_path,
-        "source_path": hit.source_path,
-        "page": hit.page,
-        "start_offset": hit.start_offset,
-        "end_offset": hit.end_offset,
-        "kind": hit.kind,
-        "language": hit.language,
-        "symbol": hit.symbol,
-        "score": hit.score,
-        "score_kind": hit.score_kind,
-        "lexical_rank": hit.lexical_rank,
-        "vector_rank": hit.vector_rank,
-        "lexical_score": hit.lexical_score,
-        "vector_score": hit.vector_score,
-        "fusion_rank": hit.fusion_rank,
-        "relevance": hit.relevance,
-        "similarity": hit.similarity,
-        "more_in_document": hit.more_in_document,
-        "text": hit.text,
-        "neighbors": [
-            {"chunk_id": n.chunk_id, "ordinal": n.ordinal, "heading_path": n.heading_path, "page": n.page,
-             "start_offset": n.start_offset, "end_offset": n.end_offset, "text": n.text}
-            for n in getattr(hit, "neighbors", ())
-        ],
-    }
 
 
 def match_json(match: MatchSignal | None) -> dict[str, object] | None:
@@ -178,28 +146,6 @@ def _arm_line(hit: Hit) -> str:
     if hit.score_kind == "Rerank" and hit.fusion_rank is not None:
         line += f" · fusion #{hit.fusion_rank}"
     return line
-
-
-def explain_json(explain) -> dict[str, object] | None:
-    """The JSON shape of ``--explain``: how the search ran."""
-    if explain is None:
-        return None
-    plan = explain.lexical_plan
-    return {
-        "mode": explain.mode,
-        "fusion": explain.fusion,
-        "pool": explain.pool,
-        "lexical_candidates": explain.lexical_candidates,
-        "vector_candidates": explain.vector_candidates,
-        "reranked": explain.reranked,
-        "vector_weight": explain.vector_weight,
-        "lexical_plan": None if plan is None else {
-            "ranked": list(plan.ranked), "repeats": list(plan.repeats), "pruned": list(plan.pruned),
-            "recency": list(plan.recency), "missing": list(plan.missing), "completed": list(plan.completed),
-            "exact": plan.exact,
-        },
-        "timings_ms": explain.timings_ms,
-    }
 
 
 def _print_explain(explain) -> None:

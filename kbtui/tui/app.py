@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pykka
 from textual import work
@@ -83,6 +84,10 @@ from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.screens.sources import SourcesScreen
 from kbtui.tui.theming import DEFAULT_THEME, load_themes, theme_dirs
 from kbtui.tui.widgets.ingest_header import IngestHeader, IngestView, Throughput
+
+if TYPE_CHECKING:
+    from kbtui.api.server import ApiServer
+    from kbtui.api.transport import EventStream
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +147,9 @@ class KbtuiApp(App[int]):
         self.mode = "starting"
         self.runtime: Runtime | None = None
         self.bridge: pykka.ActorRef | None = None
-        self.api = None  # the node's API (kbtui.api.server.ApiServer) while this app runs the node
+        self.api: ApiServer | None = None  # the node's API while this app runs the node
         self.events_live = False  # client mode: the running node's event stream is open
-        self._event_stream = None
+        self._event_stream: EventStream | None = None
         self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
         self.chunk_throughput = Throughput()
@@ -240,7 +245,7 @@ class KbtuiApp(App[int]):
     def _follow_node_events(self) -> None:
         follow_node_events(self.node.config.home, self.post_message, self._keep_stream)
 
-    def _keep_stream(self, stream: object) -> None:
+    def _keep_stream(self, stream: EventStream) -> None:
         self._event_stream = stream
 
     def on_node_events_opened(self, message: NodeEventsOpened) -> None:

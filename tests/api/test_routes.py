@@ -57,7 +57,9 @@ def test_every_document_route(served, tmp_path):
     assert [d["index"] for d in body["documents"]] == [0, 1]
     assert {d["created"] for d in body["documents"]} == {True}
     assert {d["collection"] for d in body["documents"]} == {"OPS"}
-    assert body["refused"] == [] and body["skipped_symlinks"] == 0
+    # Each path became a single-file source of OPS, scanned: one added file each.
+    assert [(src["source"]["kind"], src["source"]["collection"], src["report"]["added"]["count"])
+            for src in body["sources"]] == [("file", "OPS", 1), ("file", "OPS", 1)]
     ids = [d["document_id"] for d in body["documents"]]
     _indexed(served, ids + [named.json()["documents"][0]["document_id"]])
 
@@ -67,7 +69,9 @@ def test_every_document_route(served, tmp_path):
     assert served.http.get("/collections").json() == {"collections": ["NAMED", "OPS"]}
 
     resolved = served.http.get("/resolve", params={"document": ids[0][:8]}).json()
-    assert resolved == {"document_id": ids[0]}
+    assert resolved == {"document_id": ids[0], "matched_by": "id prefix"}
+    by_name = served.http.get("/resolve", params={"document": "alpha.md", "collection": "OPS"}).json()
+    assert by_name == {"document_id": ids[0], "matched_by": "name"}
 
     detail = served.http.get(f"/documents/{ids[0]}").json()
     assert detail["status"] == "Indexed" and detail["history"][-1]["status"] == "Indexed"
@@ -84,7 +88,11 @@ def test_every_document_route(served, tmp_path):
     assert refused.status_code == 400 and "canary" not in refused.text
     hits = served.http.post("/search", json={"query": "pangolin", "collection": "OPS", "limit": 5}).json()
     assert {h["document_id"] for h in hits["hits"]} == set(ids)
-    assert set(hits) == {"hits", "degraded", "elapsed_ms"}
+    assert set(hits) == {"hits", "degraded", "elapsed_ms", "match"} and hits["match"]["verdict"] == "exact"
+    nothing = served.http.post("/search", json={"query": "qqxzzv", "collection": "OPS"}).json()
+    assert nothing["match"]["lexical"] is False
+    everywhere = served.http.post("/search", json={"query": "pangolin", "collection": "*", "per_document": True}).json()
+    assert {h["collection"] for h in everywhere["hits"]} == {"OPS", "NAMED"}
     explained = served.http.post("/search", json={"query": "alpha", "collection": "OPS", "explain": True}).json()
     assert explained["explain"]["lexical_plan"]["ranked"] == ["alpha"]
 
@@ -115,6 +123,33 @@ def test_an_add_of_what_is_already_there_answers_the_existing_document(served, t
     assert again.json()["documents"][0]["created"] is False
     _indexed(served, [first.json()["documents"][0]["document_id"]])
     assert served.http.get("/status").json()["documents"] == {"Indexed": 1}
+
+
+def test_source_routes(served, tmp_path):
+    folder = tmp_path / "runbooks"
+    write(folder / "disk.md", "# Disk\n\nthe aardvark cleanup")
+    write(folder / "id_rsa", "-----BEGIN OPENSSH PRIVATE KEY-----\nnot really\n")
+    added = served.http.post("/documents", json={"paths": [str(folder)], "collection": "ops"}).json()
+    (source,) = added["sources"]
+    assert source["source"]["kind"] == "folder" and source["source"]["name"] == "runbooks"
+    assert source["report"]["added"]["count"] == 1 and source["report"]["skipped"]["sensitive"]["count"] == 1
+    source_id = source["source"]["source_id"]
+    _indexed(served, source["report"]["pending_document_ids"])
+
+    assert [s["source_id"] for s in served.http.get("/sources", params={"collection": "OPS"}).json()["sources"]] == [
+        source_id
+    ]
+    assert served.http.get("/sources/runbooks").json()["documents"] == {"Indexed": 1}
+    write(folder / "disk.md", "# Disk\n\nthe okapi cleanup")  # edited: updated in place
+    synced = served.http.post(f"/sources/{source_id}/sync", json={}).json()
+    assert synced["updated"]["count"] == 1 and synced["pending_document_ids"] == source["report"]["pending_document_ids"]
+    _indexed(served, synced["pending_document_ids"])
+    assert served.http.post("/search", json={"query": "okapi", "collection": "OPS"}).json()["hits"]
+
+    gone = served.http.delete(f"/sources/{source_id}").json()
+    assert gone == {"source_id": source_id, "purged": 1}
+    assert served.http.get("/sources/runbooks").json()["error"] == "not_found"
+    assert served.http.get("/status").json()["documents"] == {}
 
 
 def test_repository_routes(served, tmp_path):

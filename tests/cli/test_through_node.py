@@ -56,7 +56,7 @@ def test_every_command_prints_the_same_through_the_node_and_in_process(home, cor
             ("search", "x", "-c", "bad collection!"),
             ("add", str(docs)), ("add", str(docs), "--json"), ("add", str(docs / "missing.md")),
             ("reindex", ids[1][:8]),
-            ("repo", "ls"), ("repo", "ls", "--json"),
+            ("repo", "ls"), ("repo", "ls", "--json"), ("sources",), ("sources", "--json"),
             ("status",), ("status", "--json"),
         ]
         for command in commands:
@@ -71,12 +71,17 @@ def test_every_command_prints_the_same_through_the_node_and_in_process(home, cor
 
         # Commands that change something, run once each way on equal things.
         first, second = kbtui(home, "rm", ids[1]), kbtui(home, "rm", ids[2], **IN_PROCESS)
-        assert (first.returncode, first.stdout.replace(ids[1], "X")) == (second.returncode, second.stdout.replace(ids[2], "X"))
+        removed = re.compile(r"^removed [0-9a-f]{32} \S+$")  # "removed ID NAME", nothing else
+        assert (first.returncode, second.returncode) == (0, 0)
+        assert removed.match(first.stdout.strip()) and removed.match(second.stdout.strip())
         imported = kbtui(home, "import", "guides", "-c", "DOCS", "--json")
         assert imported.returncode == 0 and json.loads(imported.stdout)["added"]["count"] == 1
         again = kbtui(home, "import", "guides", "-c", "DOCS", "--json", **IN_PROCESS)
         assert json.loads(again.stdout)["unchanged"]["count"] == 1
         assert "POST import_repository" in node.log()
+        synced = kbtui(home, "sync", "--json")
+        assert synced.returncode == 0 and "POST sync_source" in node.log()
+        assert {report["kind"] for report in json.loads(synced.stdout)} == {"folder", "git"}
     finally:
         node.stop()
 
@@ -151,7 +156,8 @@ def test_the_cli_finishes_in_process_when_the_node_stops_mid_command(home, tmp_p
         if add.poll() is None:
             add.kill()
     assert add.returncode == 0, err
-    assert "80 added, 0 already present; 80 indexed, 0 failed" in " ".join(out.split())
+    said = " ".join(out.split())
+    assert "many (folder) -> DEFAULT: 80 added" in said and "80 indexed, 0 failed" in said
     assert _indexed_count(home) == 80
 
 
