@@ -117,6 +117,9 @@ class NodeStatus:
 
 
 MIN_ID_PREFIX = 4
+# An operator's add or sync of a source another process is scanning (a second
+# `kbtui add`, the node's watcher) waits for that scan, then scans itself.
+OPERATOR_SYNC_WAIT_S = 600.0
 # The reader shows up to this much of a document (the rest is said to be cut).
 READER_MAX_CHARS = 4_000_000
 _HEX = frozenset("0123456789abcdef")
@@ -575,8 +578,16 @@ class Node:
         spec = inspect_path(path, home=self.config.home)
         source = source_catalog.find_source(self.store, str(spec.root), collection_id)
         if source is None:
-            source = register_source(self.store, spec, collection_id, name=name, include_sensitive=include_sensitive)
-        elif include_sensitive and not source.include_sensitive:
+            try:
+                source = register_source(
+                    self.store, spec, collection_id, name=name, include_sensitive=include_sensitive
+                )
+            except source_catalog.SourceAlreadyRegistered:
+                # Another process registered it meanwhile (two adds at once): use theirs.
+                source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+                if source is None:
+                    raise
+        if include_sensitive and not source.include_sensitive:
             source_catalog.set_include_sensitive(source.id, True)
         report = self.sync_source(source.id, on_progress=on_progress)
         return SourceSync(self._source_row(source_catalog.get_source(self.store, source.id)), report)
@@ -621,7 +632,7 @@ class Node:
         completed scan) purge. Writes Pending rows only (nothing with ``dry_run``)."""
         return sync_source(
             self.store, source_id, self.source_scan_limits(), purge=self.purge, dry_run=dry_run,
-            on_progress=on_progress,
+            on_progress=on_progress, wait_s=OPERATOR_SYNC_WAIT_S,
         )
 
     @_connected
@@ -681,7 +692,7 @@ class Node:
         source in that collection). Writes Pending rows only."""
         return import_repository(
             self.store, repository_id, collection_id, self.source_scan_limits(),
-            purge=self.purge, on_progress=on_progress,
+            purge=self.purge, on_progress=on_progress, wait_s=OPERATOR_SYNC_WAIT_S,
         )
 
 

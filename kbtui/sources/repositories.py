@@ -40,6 +40,7 @@ def import_repository(
     purge: Callable[[str], bool],
     before_open: BeforeOpen | None = None,
     on_progress: ProgressCallback | None = None,
+    wait_s: float = 0.0,
 ) -> SyncReport:
     """Scan the registered repository ``repository_id`` into ``collection_id``."""
     source = catalog.get_source(store, repository_id)
@@ -47,7 +48,7 @@ def import_repository(
         raise NotFound("no such repository")
     return sync_source(
         store, repository_source_in(store, source, collection_id).id, limits,
-        purge=purge, before_open=before_open, on_progress=on_progress,
+        purge=purge, before_open=before_open, on_progress=on_progress, wait_s=wait_s,
     )
 
 

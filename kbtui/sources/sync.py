@@ -288,13 +288,16 @@ def register_source(
 
 
 @contextmanager
-def _exclusive_sync(home: Path, source_id: str) -> Iterator[None]:
-    """One scan per source at a time, across processes."""
+def _exclusive_sync(home: Path, source_id: str, wait_s: float) -> Iterator[None]:
+    """One scan per source at a time, across processes: wait up to ``wait_s``
+    for a running one to finish (0: not at all)."""
     lock_dir = home / "locks"
     lock_dir.mkdir(mode=0o700, exist_ok=True)
-    lock = FileLock.try_acquire(lock_dir / f"source-{source_id}.lock")
-    if lock is None:
-        raise SyncInProgress("another scan of this source is running")
+    deadline = time.monotonic() + wait_s
+    while (lock := FileLock.try_acquire(lock_dir / f"source-{source_id}.lock")) is None:
+        if time.monotonic() >= deadline:
+            raise SyncInProgress("another scan of this source is running" + (" (waited for it)" if wait_s else ""))
+        time.sleep(0.2)
     with lock:
         yield
 
@@ -319,6 +322,7 @@ def sync_source(
     dry_run: bool = False,
     before_open: BeforeOpen | None = None,
     on_progress: ProgressCallback | None = None,
+    wait_s: float = 0.0,
 ) -> SyncReport:
     """Scan a registered source and bring its collection in line with it.
 
@@ -326,10 +330,11 @@ def sync_source(
     (the report lists the Pending document ids). ``purge`` deletes one
     document (the node's single purge path, which also drops its ANN labels).
     Raises the validation error when the source's root no longer holds,
-    :class:`SyncFailed` (with the partial report) when the scan stops part-way.
+    :class:`SyncFailed` (with the partial report) when the scan stops part-way,
+    :class:`SyncInProgress` when another scan of the source still runs after ``wait_s``.
     """
     source = catalog.get_source(store, source_id)
-    guard = nullcontext() if dry_run else _exclusive_sync(store.home, source.id)
+    guard = nullcontext() if dry_run else _exclusive_sync(store.home, source.id, wait_s)
     with guard:
         return _Sync(store, source, limits, purge, dry_run, before_open, on_progress).run()
 
