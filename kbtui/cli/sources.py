@@ -139,7 +139,7 @@ def preview(
 ) -> int:
     """``kbtui add --dry-run``: what adding would do, writing nothing (not even a new data directory)."""
     try:
-        node: Node | None = open_node(ctx, read_only=True)
+        node: Node | None = open_node(ctx, read_only=True, open_now=True)
     except NoKnowledgeBase:
         node = None
     reports = []

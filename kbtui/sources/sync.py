@@ -288,7 +288,7 @@ def register_source(
 
 
 @contextmanager
-def _exclusive_sync(home: Path, source_id: str, wait_s: float) -> Iterator[None]:
+def _exclusive_sync(home: Path, source_id: str, wait_s: float = 0.0) -> Iterator[None]:
     """One scan per source at a time, across processes: wait up to ``wait_s``
     for a running one to finish (0: not at all)."""
     lock_dir = home / "locks"

@@ -266,15 +266,16 @@ class KbtuiApp(App[int]):
         """Stop the API, the pipeline (if this process runs it) and the bridge. Blocks: call off the UI loop."""
         runtime, bridge, api = self.runtime, self.bridge, self.api
         self.runtime = self.bridge = self.api = None
-        self._close_event_stream()
-        if api is not None:
-            api.stop()  # first: clients fall back to the catalog while the pipeline drains
-        if runtime is not None:
-            self._stopping_runtime = runtime
-            try:
+        # Known as stopping from the start, so a second q while the API stops can hurry the drain.
+        self._stopping_runtime = runtime
+        try:
+            self._close_event_stream()
+            if api is not None:
+                api.stop()  # first: clients fall back to the catalog while the pipeline drains
+            if runtime is not None:
                 runtime.stop(drain_timeout_s=drain_timeout_s)
-            finally:
-                self._stopping_runtime = None
+        finally:
+            self._stopping_runtime = None
         if bridge is not None:
             with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                 bridge.stop(timeout=5)

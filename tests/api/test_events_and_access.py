@@ -135,10 +135,10 @@ try:
     sock.connect(sys.argv[1])
 except PermissionError:
     print("permission denied"); sys.exit()
-sock.sendall(b"GET /v1/status HTTP/1.1\\r\\nHost: kbtui\\r\\n\\r\\n")
-try:
+try:  # the node may drop the connection before the request is even written
+    sock.sendall(b"GET /v1/status HTTP/1.1\\r\\nHost: kbtui\\r\\n\\r\\n")
     answer = sock.recv(100)
-except ConnectionResetError:
+except (BrokenPipeError, ConnectionResetError):
     answer = b""
 print("answered" if answer else "refused")
 """

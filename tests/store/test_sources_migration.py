@@ -32,9 +32,9 @@ def schema_5(monkeypatch):
     older = [m for m in migrations._migrations() if m[0] <= 5]
     monkeypatch.setattr(migrations, "_migrations", lambda: older)
     monkeypatch.setattr(migrations, "LATEST_VERSION", 5)
-    import store
+    from store import opening
 
-    monkeypatch.setattr(store, "LATEST_VERSION", 5)
+    monkeypatch.setattr(opening, "LATEST_VERSION", 5)
 
 
 def _register_repository(store, root: str, name: str, *, imported: bool) -> str:
