@@ -330,7 +330,7 @@ def source_row(data: JSON) -> SourceRow:
 
 
 def repository_json(row: SourceRow) -> JSON:
-    """A Git source under the older words (README.md, ``kbtui repo ls --json``), whole."""
+    """A Git source under the older words (README.md, ``kbtui repo ls --json``)."""
     return {
         **source_json(row), "repository_id": row.source.id, "last_import_at": row.source.last_scan_at,
         "last_import_status": row.source.last_scan_status,

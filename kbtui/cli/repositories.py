@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from kbtui.api.shapes import repository_json
 from kbtui.cli.common import advance, cli, open_node, progress_bar, shown, stdout
 from kbtui.cli.output import chosen_format, format_option, iso_time, tsv_lines
 from kbtui.cli.sources import index_pending, print_report_table
@@ -24,21 +25,6 @@ from kbtui.sources.sync import SyncFailed, SyncReport
 @cli.group()
 def repo() -> None:
     """Register local Git repositories for `kbtui import`."""
-
-
-def repository_json(row: SourceRow) -> dict[str, object]:
-    """The stable JSON shape of a registered repository (documented in README.md)."""
-    repository = row.source
-    return {
-        "repository_id": repository.id,
-        "name": repository.name,
-        "root": repository.root,
-        "collection": repository.collection_id,
-        "created_at": repository.created_at,
-        "last_import_at": repository.last_scan_at,
-        "last_import_status": repository.last_scan_status,
-        "document_count": row.document_count,
-    }
 
 
 @repo.command("add")

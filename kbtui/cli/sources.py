@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from kbtui.api.shapes import source_json
 from kbtui.cli.common import advance, cli, existing_collection, open_node, progress_bar, shown, stdout
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError, NoKnowledgeBase, NotFound
@@ -155,27 +156,6 @@ def preview(
         for target, report in zip(targets, reports, strict=True):
             print_scan(target.shown, report, list_files=list_files)
     return 0
-
-
-def source_json(row: SourceRow) -> dict[str, object]:
-    """The stable JSON shape of a source (documented in README.md)."""
-    source = row.source
-    return {
-        "source_id": source.id,
-        "kind": source.kind,
-        "name": source.name,
-        "collection": source.collection_id,
-        "root": source.root,
-        "include_sensitive": source.include_sensitive,
-        "watching": source.watching,
-        "watch": row.watch,
-        "documents": dict(sorted(row.counts.items())),
-        "document_count": row.document_count,
-        "created_at": source.created_at,
-        "last_scan_at": source.last_scan_at,
-        "last_scan_status": source.last_scan_status,
-        "last_commit": source.last_commit,
-    }
 
 
 def _documents_cell(counts: dict[str, int]) -> str:
