@@ -35,30 +35,42 @@ def pdf_with_pages(pages: list[tuple[list[tuple[int, str]], list[str]]], **encry
 
 
 def _pdf_with_content_stream(stream: StreamObject) -> bytes:
+    return _pdf_with_content_streams([stream])
+
+
+def _pdf_with_content_streams(streams: list[StreamObject]) -> bytes:
+    """A PDF of one page per content stream (Helvetica as /F1)."""
     writer = PdfWriter()
-    page = writer.add_blank_page(612, 792)
-    font = DictionaryObject(
-        {
-            NameObject("/Type"): NameObject("/Font"),
-            NameObject("/Subtype"): NameObject("/Type1"),
-            NameObject("/BaseFont"): NameObject("/Helvetica"),
-        }
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
     )
-    page[NameObject("/Resources")] = DictionaryObject(
-        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): writer._add_object(font)})}
-    )
-    page[NameObject("/Contents")] = writer._add_object(stream)
+    for stream in streams:
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
+        page[NameObject("/Contents")] = writer._add_object(stream)
     out = BytesIO()
     writer.write(out)
     return out.getvalue()
 
 
-def slow_pdf(operators: int = 2_000_000) -> bytes:
-    """A small PDF whose one page holds millions of text operators: pypdf needs
-    about a minute for it, the deadline much less."""
+def slow_pdf(pages: int = 10, operators_per_page: int = 200_000) -> bytes:
+    """A small PDF of pages full of text operators: pypdf needs about a minute
+    for it, the deadline much less. Each page's stream stays under pypdf's own
+    parsing budget (2 million tokens per stream, pypdf 6.6+): one page over it
+    fails as extract_too_large after a few seconds, which a fast machine reaches
+    before a 5 s deadline."""
     content = DecodedStreamObject()
-    content.set_data(b"BT /F1 12 Tf " + b"1 0 0 1 10 10 Tm (x) Tj " * operators + b"ET")
-    return _pdf_with_content_stream(content.flate_encode())
+    content.set_data(b"BT /F1 12 Tf " + b"1 0 0 1 10 10 Tm (x) Tj " * operators_per_page + b"ET")
+    encoded = content.flate_encode()
+    return _pdf_with_content_streams([encoded] * pages)
 
 
 def flate_bomb_pdf(expanded_bytes: int) -> bytes:
