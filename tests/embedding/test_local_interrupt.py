@@ -31,7 +31,10 @@ def test_interrupt_stops_a_long_batch_at_once_and_queries_still_embed():
 
     worker = threading.Thread(target=embed)
     worker.start()
-    time.sleep(0.5)  # inside the batch
+    deadline = time.monotonic() + 30
+    while not embedder._document_runs and time.monotonic() < deadline:  # wait until inference runs
+        time.sleep(0.01)
+    assert embedder._document_runs, "the batch never started"
     started = time.monotonic()
     embedder.interrupt()
     worker.join(timeout=5)
