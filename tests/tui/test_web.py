@@ -152,8 +152,8 @@ async def drive(browser_socket: str, url: str) -> None:
             await page.send("Page.enable")
             await page.send("Page.addScriptToEvaluateOnNewDocument", source=CATCH_TERMINAL)
             await page.send("Page.navigate", url=url)
-            first = await page.wait_for(lambda s: "Indexed 6" in s)
-            assert "● node DEFAULT" in first  # the served UI runs the node itself
+            # The served UI runs the node itself (its header says so once the node and its API are up).
+            await page.wait_for(lambda s: "Indexed 6" in s and "● node DEFAULT" in s)
             await page.send("Runtime.evaluate", expression="window.__kbtuiTerminal.focus()")
             await page.key("/")
             await page.wait_for(lambda s: "Search DEFAULT" in s)
