@@ -32,7 +32,7 @@ from pathlib import Path
 
 from store.db import catalog_uri
 from store.errors import CatalogProblem, DataDirectoryProblem, KeyProblem, NoKnowledgeBase
-from store.files import fsync_dir
+from store.files import create_once
 from store.keys import KEY_FILE_NAME
 from store.migrations import LATEST_VERSION, newer_schema_problem
 
@@ -325,20 +325,7 @@ def write_fingerprint_file(home: Path, fingerprint: Fingerprint) -> Fingerprint:
             "catalog_id": fingerprint.catalog_id,
         }
     ).encode("ascii")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, payload)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)  # fails if it exists: the first record stands
-    except FileExistsError:
-        pass
-    finally:
-        os.unlink(tmp)
-    fsync_dir(home)
+    create_once(path, payload)  # the first record stands
     recorded, damaged = read_fingerprint_file(home)
     if recorded is None or damaged:
         raise CatalogProblem(f"{FINGERPRINT_FILE_NAME} is damaged; restore it from a backup {DOCTOR_HINT}")

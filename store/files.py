@@ -31,6 +31,27 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def create_once(path: Path, data: bytes) -> bool:
+    """Write ``data`` to a new owner-only (0600) file at ``path``, durably, unless
+    ``path`` already exists: it is never overwritten (the first writer wins). True
+    when this call created it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)  # fails if it exists, unlike rename
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True
+
+
 def replace_durably(tmp: Path, final: Path) -> None:
     """Rename an already fsynced temp file over ``final`` and persist the rename."""
     os.replace(tmp, final)

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from store.errors import KeyProblem
-from store.files import fsync_dir
+from store.files import create_once
 
 KEY_FILE_NAME = "node.key"
 KEY_BYTES = 32
@@ -63,20 +63,8 @@ def verify_key(key: bytes, stored_fingerprint: bytes | None) -> None:
 def _create_key(path: Path) -> bytes:
     key = os.urandom(KEY_BYTES)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, key)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    # link() fails if another process created the key first: never overwrite a key.
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        os.unlink(tmp)
+    if not create_once(path, key):
+        # Another process created the key first: never overwrite a key, use theirs.
         return load_or_create_key(path.parent, data_exists=True)
-    os.unlink(tmp)
-    fsync_dir(path.parent)
     return key
 

@@ -57,6 +57,16 @@ def no_text_reaches_any_log():
 
 
 @pytest.fixture
+def everything_at_debug(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Every logger at DEBUG (and the node's log file too), for the tests that look for leaked text."""
+    monkeypatch.setenv("KBTUI_LOG_LEVEL", "DEBUG")
+    caplog.set_level(logging.DEBUG)
+    for name in list(logging.root.manager.loggerDict):
+        caplog.set_level(logging.DEBUG, logger=name)
+    return caplog
+
+
+@pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """An empty data directory, selected through ``KBTUI_HOME`` as an operator would."""
     path = tmp_path / "kbhome"

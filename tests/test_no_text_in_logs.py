@@ -3,22 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
-
-import pytest
 
 from tests.conftest import write
 
 CANARY = "zqxcanary7731"
-
-
-@pytest.fixture
-def everything_at_debug(monkeypatch, caplog):
-    monkeypatch.setenv("KBTUI_LOG_LEVEL", "DEBUG")
-    caplog.set_level(logging.DEBUG)
-    for name in list(logging.root.manager.loggerDict):
-        caplog.set_level(logging.DEBUG, logger=name)
-    return caplog
 
 
 def test_canary_never_reaches_a_log(run_cli, home, tmp_path, everything_at_debug):

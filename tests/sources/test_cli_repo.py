@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-
-import pytest
 
 CANARY = "zqxrepocanary4417"
 
@@ -97,15 +94,6 @@ def test_repo_rm_keeps_documents_unless_purged(run_cli, tree):
     assert purged.code == 0 and "1 document(s) purged" in purged.out
     assert json.loads(run_cli("ls", "--json").out) == []
     assert run_cli("repo", "rm", "second").code == 2
-
-
-@pytest.fixture
-def everything_at_debug(monkeypatch, caplog):
-    monkeypatch.setenv("KBTUI_LOG_LEVEL", "DEBUG")
-    caplog.set_level(logging.DEBUG)
-    for name in list(logging.root.manager.loggerDict):
-        caplog.set_level(logging.DEBUG, logger=name)
-    return caplog
 
 
 def test_no_path_or_text_of_a_repository_reaches_a_log(run_cli, home, tmp_path, everything_at_debug):
