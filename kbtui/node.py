@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import logging
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,8 @@ class SourceRow:
     source: RegisteredSource
     counts: dict[str, int]
     node_running: bool  # whether some node runs for the data directory (and so watches)
+    # Documents kept although the last scan could not see their files, by reason.
+    unreachable: dict[str, int] = field(default_factory=dict)
 
     @property
     def document_count(self) -> int:
@@ -189,7 +192,7 @@ class SourceChanges:
         return cls(
             status=data["status"],
             finished_at=data.get("finished_at", 0.0),
-            counts={name: data[name]["count"] for name in OUTCOMES},
+            counts={name: data.get(name, {"count": 0})["count"] for name in OUTCOMES},
             skipped={reason: tally["count"] for reason, tally in data["skipped"].items()},
             files=tuple(
                 ChangedFile(f["path"], f["outcome"], f["reason"], f["bytes"], f.get("previous_path"))
@@ -612,8 +615,10 @@ class Node:
         """Registered sources with their documents by status (oldest first)."""
         running = self.pipeline_running()
         counts = source_catalog.document_counts()
+        unreachable = source_catalog.unreachable_documents()
         return [
-            SourceRow(s, counts.get(s.id, {}), running) for s in source_catalog.list_sources(self.store, collection_id)
+            SourceRow(s, counts.get(s.id, {}), running, _by_reason(unreachable.get(s.id, {})))
+            for s in source_catalog.list_sources(self.store, collection_id)
         ]
 
     @_connected
@@ -622,16 +627,22 @@ class Node:
         return self._source_row(source_catalog.resolve_source(self.store, reference, collection_id))
 
     def _source_row(self, source: RegisteredSource) -> SourceRow:
-        return SourceRow(source, source_catalog.document_counts(source.id).get(source.id, {}), self.pipeline_running())
+        return SourceRow(
+            source, source_catalog.document_counts(source.id).get(source.id, {}), self.pipeline_running(),
+            _by_reason(source_catalog.unreachable_documents(source.id).get(source.id, {})),
+        )
 
     @_connected
     def sync_source(
-        self, source_id: str, *, dry_run: bool = False, on_progress: Callable[[int, int], object] | None = None
+        self, source_id: str, *, dry_run: bool = False, prune: bool = False,
+        on_progress: Callable[[int, int], object] | None = None,
     ) -> SyncReport:
-        """Rescan a source: add, update in place, rename, leave, and (after a
-        completed scan) purge. Writes Pending rows only (nothing with ``dry_run``)."""
+        """Rescan a source: add, update in place, rename, leave, and purge what
+        is proven gone (what cannot be seen is kept and flagged unreachable).
+        ``prune`` also removes what cannot be seen, on the operator's word.
+        Writes Pending rows only (nothing with ``dry_run``)."""
         return sync_source(
-            self.store, source_id, self.source_scan_limits(), purge=self.purge, dry_run=dry_run,
+            self.store, source_id, self.source_scan_limits(), purge=self.purge, dry_run=dry_run, prune=prune,
             on_progress=on_progress, wait_s=OPERATOR_SYNC_WAIT_S,
         )
 
@@ -694,6 +705,10 @@ class Node:
             self.store, repository_id, collection_id, self.source_scan_limits(),
             purge=self.purge, on_progress=on_progress, wait_s=OPERATOR_SYNC_WAIT_S,
         )
+
+
+def _by_reason(documents: dict[str, str]) -> dict[str, int]:
+    return dict(Counter(documents.values()))
 
 
 def scan_limits(config: Config) -> ScanLimits:

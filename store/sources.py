@@ -61,6 +61,10 @@ class Source(BaseModel):
     last_scan_status = TextField(null=True)
     last_scan_report = BlobField(null=True)
     last_commit = TextField(null=True)
+    root_device = IntegerField(null=True)
+    root_inode = IntegerField(null=True)
+    unreachable_reason = TextField(null=True)
+    unreachable_since = FloatField(null=True)
 
 
 class SourceFileRow(BaseModel):
@@ -74,6 +78,16 @@ class SourceFileRow(BaseModel):
 
     class Meta:
         table_name = "source_file"
+
+
+class UnreachableDocument(BaseModel):
+    document_id = TextField(primary_key=True)
+    source_id = TextField()
+    reason = TextField()
+    since = FloatField()
+
+    class Meta:
+        table_name = "unreachable_document"
 
 
 class SourceAlreadyRegistered(StoreError):
@@ -92,8 +106,15 @@ class RegisteredSource:
     watch_state: str | None  # how a running node watches it: events | polling
     created_at: float
     last_scan_at: float | None
-    last_scan_status: str | None  # completed | incomplete | failed
+    last_scan_status: str | None  # completed | incomplete | unreachable | failed
     last_commit: str | None
+    # (device, inode) of the directory registered: the folder, the working
+    # tree, or a single file's folder; None for a source registered before it was kept.
+    root_identity: tuple[int, int] | None = None
+    # Why the source cannot be seen now (root_missing, root_replaced,
+    # root_empty, root_unreadable), None when it can; and since when.
+    unreachable_reason: str | None = None
+    unreachable_since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +188,9 @@ def _registered(store: Store, row: Source) -> RegisteredSource:
         last_scan_at=row.last_scan_at,
         last_scan_status=row.last_scan_status,
         last_commit=row.last_commit,
+        root_identity=(row.root_device, row.root_inode) if row.root_device is not None else None,
+        unreachable_reason=row.unreachable_reason,
+        unreachable_since=row.unreachable_since,
     )
 
 
@@ -174,7 +198,8 @@ def _registered(store: Store, row: Source) -> RegisteredSource:
 
 
 def register_source(
-    store: Store, *, kind: str, root: str, collection_id: str, name: str, include_sensitive: bool = False
+    store: Store, *, kind: str, root: str, collection_id: str, name: str, include_sensitive: bool = False,
+    root_identity: tuple[int, int] | None = None,
 ) -> RegisteredSource:
     """Record an already verified root as a source of ``collection_id``.
 
@@ -198,6 +223,8 @@ def register_source(
                 root_digest=root_digest(store.node_key, root),
                 include_sensitive=int(include_sensitive),
                 created_at=time.time(),
+                root_device=root_identity[0] if root_identity else None,
+                root_inode=root_identity[1] if root_identity else None,
             )
     except IntegrityError:
         raise SourceAlreadyRegistered("that path is already a source of the collection") from None
@@ -314,6 +341,57 @@ def record_scan(
         Source.update(fields).where(Source.id == source_id).execute()
 
 
+def record_reachability(
+    source_id: str,
+    *,
+    reason: str | None,
+    documents: Mapping[str, str] | None,
+    root_identity: tuple[int, int] | None = None,
+) -> None:
+    """What a scan could not see: the source as a whole (``reason``, None when
+    its root was seen) and the documents it kept without proof that they are
+    gone (document id -> reason; None leaves them as they are); a flag already
+    raised keeps its first time. ``root_identity``, when given, becomes the
+    identity the next scan expects."""
+    now = time.time()
+    with database.atomic():
+        row = Source.get_or_none(Source.id == source_id)
+        if row is None:
+            return
+        fields: dict[object, object] = {
+            Source.unreachable_reason: reason,
+            Source.unreachable_since: (row.unreachable_since or now) if reason is not None else None,
+        }
+        if root_identity is not None:
+            fields[Source.root_device], fields[Source.root_inode] = root_identity
+        Source.update(fields).where(Source.id == source_id).execute()
+        if documents is None:
+            return
+        since = dict(
+            UnreachableDocument.select(UnreachableDocument.document_id, UnreachableDocument.since)
+            .where(UnreachableDocument.source_id == source_id)
+            .tuples()
+        )
+        UnreachableDocument.delete().where(UnreachableDocument.source_id == source_id).execute()
+        for document_id, why in documents.items():
+            UnreachableDocument.insert(
+                document_id=document_id, source_id=source_id, reason=why, since=since.get(document_id, now)
+            ).on_conflict_replace().execute()
+
+
+def unreachable_documents(source_id: str | None = None) -> dict[str, dict[str, str]]:
+    """Documents kept although their source could not show them, by source: id -> reason."""
+    query = UnreachableDocument.select(
+        UnreachableDocument.source_id, UnreachableDocument.document_id, UnreachableDocument.reason
+    )
+    if source_id is not None:
+        query = query.where(UnreachableDocument.source_id == source_id)
+    found: dict[str, dict[str, str]] = {}
+    for owner, document_id, reason in query.tuples():
+        found.setdefault(owner, {})[document_id] = reason
+    return found
+
+
 def last_scan_report(store: Store, source_id: str) -> str | None:
     """The sealed report of the last scan, opened (JSON text), or None."""
     row = Source.select(Source.last_scan_report).where(Source.id == source_id).first()
@@ -349,6 +427,7 @@ def unregister_source(store: Store, source_id: str, *, purge: Callable[[str], bo
             raise NotFound("no such source")
         if purge is None:
             _release_documents(source_id)
+        UnreachableDocument.delete().where(UnreachableDocument.source_id == source_id).execute()
         Source.delete().where(Source.id == source_id).execute()
     return purged
 

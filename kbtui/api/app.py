@@ -126,6 +126,7 @@ class ImportBody(BaseModel):
 class SyncBody(BaseModel):
     model_config = _STRICT
     dry_run: bool = False
+    prune: bool = False
 
 
 # ---------------------------------------------------------------- plumbing
@@ -461,7 +462,7 @@ async def sync_source(request: Request, services: Services) -> object:
 
     def run() -> object:
         row = services.node.resolve_source(request.path_params["reference"])
-        report = services.node.sync_source(row.source.id, dry_run=body.dry_run)
+        report = services.node.sync_source(row.source.id, dry_run=body.dry_run, prune=body.prune)
         services.pipeline.sweep()  # the drain sweep admits what the scan left Pending
         return shapes.sync_json(report)
 

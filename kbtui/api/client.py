@@ -248,9 +248,11 @@ class NodeClient:
         return shapes.source_row(self._json("GET", f"/sources/{_quote(reference)}" + _query(collection=collection_id)))
 
     def sync_source(
-        self, source_id: str, *, dry_run: bool = False, on_progress: Callable[[int, int], object] | None = None
+        self, source_id: str, *, dry_run: bool = False, prune: bool = False,
+        on_progress: Callable[[int, int], object] | None = None,
     ) -> SyncReport:
-        body = self._json("POST", f"/sources/{_quote(source_id)}/sync", {"dry_run": dry_run}, timeout=None)
+        body = self._json("POST", f"/sources/{_quote(source_id)}/sync", {"dry_run": dry_run, "prune": prune},
+                          timeout=None)
         return shapes.sync_report(body)
 
     def remove_source(self, source_id: str, *, purge: bool = True) -> int:

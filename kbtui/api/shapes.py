@@ -313,7 +313,19 @@ def source_json(row: SourceRow) -> JSON:
         "last_scan_at": source.last_scan_at, "last_scan_status": source.last_scan_status,
         "last_commit": source.last_commit, "documents": dict(sorted(row.counts.items())),
         "document_count": row.document_count, "node_running": row.node_running,
+        "unreachable": _unreachable_json(row),
+        "root_identity": list(source.root_identity) if source.root_identity is not None else None,
     }
+
+
+def _unreachable_json(row: SourceRow) -> JSON | None:
+    """What the last scan could not see, or null: the source's reason (null
+    when only some of its files) and its kept documents by reason."""
+    source = row.source
+    if source.unreachable_reason is None and not row.unreachable:
+        return None
+    return {"reason": source.unreachable_reason, "since": source.unreachable_since,
+            "documents": dict(sorted(row.unreachable.items()))}
 
 
 def source_row(data: JSON) -> SourceRow:
@@ -325,8 +337,12 @@ def source_row(data: JSON) -> SourceRow:
         root=data["root"], include_sensitive=data["include_sensitive"], watching=data["watching"],
         watch_state=data["watch_state"], created_at=data["created_at"], last_scan_at=data["last_scan_at"],
         last_scan_status=data["last_scan_status"], last_commit=data["last_commit"],
+        root_identity=tuple(data["root_identity"]) if data["root_identity"] is not None else None,
+        unreachable_reason=(data["unreachable"] or {}).get("reason"),
+        unreachable_since=(data["unreachable"] or {}).get("since"),
     )
-    return SourceRow(source, dict(data["documents"]), data["node_running"])
+    return SourceRow(source, dict(data["documents"]), data["node_running"],
+                     dict((data["unreachable"] or {}).get("documents", {})))
 
 
 def repository_json(row: SourceRow) -> JSON:

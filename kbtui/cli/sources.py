@@ -53,6 +53,23 @@ _EXPLANATIONS = {
 }
 
 
+# Why a scan kept documents it could not see (kbtui.sources.scan and sync).
+_UNSEEN = {
+    "root_missing": "the source's folder no longer exists (not mounted?)",
+    "root_replaced": "the source's folder is another directory than the one added (not mounted, or made anew?)",
+    "root_empty": "the source's folder is empty although it held documents (not mounted?)",
+    "root_unreadable": "the source's folder cannot be opened",
+    "folder_unreadable": "a folder on its way cannot be read",
+    "other_device": "its folder is now on another file system (not mounted?)",
+    SkipReason.UNREADABLE.value: "it cannot be read",
+}
+
+
+def explain_unseen(reason: str) -> str:
+    """One content-free phrase for why a document was kept unseen."""
+    return _UNSEEN.get(reason, reason)
+
+
 def explain_skip(reason: str) -> str:
     """One content-free phrase for a skip reason code."""
     try:
@@ -104,7 +121,10 @@ def storage_failure(failure: SyncFailed) -> None:
 
 def report_troubles(report: SyncReport, target: SourceTarget | None) -> int:
     """Name on stderr each file that could not be read as it should; return how many."""
-    troubles = [f for f in report.files if f.outcome == "skipped" and f.reason in TROUBLE]
+    troubles = [
+        f for f in report.files
+        if (f.outcome == "skipped" and f.reason in TROUBLE) or (f.outcome == "unreachable" and report.status != "unreachable")
+    ]
     for entry in troubles:
         if target is None:
             where = entry.path
@@ -112,7 +132,11 @@ def report_troubles(report: SyncReport, target: SourceTarget | None) -> int:
             where = target.shown
         else:
             where = os.path.join(target.shown, entry.path)
-        click.echo(f"kbtui: {printable(where)}: not added, {explain_skip(entry.reason or '')}", err=True)
+        if entry.outcome == "unreachable":
+            what = f"kept, cannot be seen: {explain_unseen(entry.reason or '')}"
+        else:
+            what = f"not added, {explain_skip(entry.reason or '')}"
+        click.echo(f"kbtui: {printable(where)}: {what}", err=True)
     return len(troubles)
 
 
@@ -132,6 +156,13 @@ def print_scan(name: str, report: SyncReport, *, list_files: bool) -> None:
             stdout.print(f"  {outcome:<30} {shown(entry.path)}{moved}", no_wrap=True, overflow="ellipsis")
     if report.status == "incomplete":
         stdout.print("[yellow]stopped at the aggregate byte limit: nothing was removed[/]")
+    if report.unreachable.count:
+        reasons = sorted({f.reason or "" for f in report.files if f.outcome == "unreachable"})
+        why = "; ".join(explain_unseen(reason) for reason in reasons)
+        stdout.print(
+            f"[yellow]{report.unreachable.count} document(s) kept, their files cannot be seen ({why}); "
+            f"they come back when the files do; kbtui sync --prune {shown(name)} removes them[/]"
+        )
 
 
 def preview(
@@ -158,11 +189,13 @@ def preview(
     return 0
 
 
-def _documents_cell(counts: dict[str, int]) -> str:
-    if not counts:
+def _documents_cell(row: SourceRow) -> str:
+    if not row.counts:
         return "0"
     order = {status.value: i for i, status in enumerate(Status)}
-    return ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items(), key=lambda item: order.get(item[0], 99)))
+    cell = ", ".join(f"{n} {s.lower()}" for s, n in sorted(row.counts.items(), key=lambda item: order.get(item[0], 99)))
+    unseen = sum(row.unreachable.values())
+    return cell + (f", [bold red]{unseen} unreachable[/]" if unseen else "")
 
 
 def print_sources(rows: Sequence[SourceRow]) -> None:
@@ -175,9 +208,11 @@ def print_sources(rows: Sequence[SourceRow]) -> None:
         last = "never" if s.last_scan_at is None else (
             f"{time.strftime('%m-%d %H:%M', time.localtime(s.last_scan_at))} {s.last_scan_status}"
         )
+        if s.unreachable_reason is not None:
+            last += f"\n[bold red]unreachable[/]: {s.unreachable_reason}"
         table.add_row(
             s.id[:8], f"{shown(s.name)}\n[dim]{shown(s.root)}[/]", s.kind, s.collection_id,
-            _documents_cell(row.counts), last, row.watch,
+            _documents_cell(row), last, row.watch,
         )
     stdout.print(table)
 
@@ -257,16 +292,19 @@ def index_pending(node: Node, document_ids: Sequence[str], *, quiet: bool) -> li
 @click.option("--dry-run", is_flag=True, help="Scan and say what would happen; write nothing.")
 @click.option("--list", "list_files", is_flag=True, help="Name every file the scan added, changed or skipped, and why.")
 @click.option("--no-wait", is_flag=True, help="Queue the documents and return at once.")
+@click.option("--prune", is_flag=True, help="Also remove the documents whose files cannot be seen (unreachable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the scan reports as JSON.")
 @click.pass_context
 def sync_command(
     ctx: click.Context, sources: tuple[str, ...], collection: str | None, dry_run: bool, list_files: bool,
-    no_wait: bool, as_json: bool,
+    no_wait: bool, prune: bool, as_json: bool,
 ) -> int:
     """Rescan sources (by id, id prefix or name; all of them when none is named).
 
     Edited files are updated in place, renamed ones moved, deleted ones
-    removed (after a scan that completed), new ones added.
+    removed (after a scan that completed), new ones added. Documents whose
+    files cannot be seen (an unmounted folder, an unreadable one) are kept
+    and flagged unreachable; --prune removes them.
     """
     node = open_node(ctx, read_only=dry_run)
     collection_id = _collection(collection)
@@ -280,7 +318,7 @@ def sync_command(
             with progress_bar(disable=as_json) as progress:
                 task = progress.add_task("scanning", total=None)
                 report = node.sync_source(
-                    row.source.id, dry_run=dry_run,
+                    row.source.id, dry_run=dry_run, prune=prune,
                     on_progress=advance(progress, task),
                 )
         except SyncFailed as failure:

@@ -67,7 +67,19 @@ BeforeOpen = Callable[[str], None]
 
 
 class SourceUnavailable(KbtuiError):
-    """The source's root cannot be scanned now (gone, replaced, not what was registered)."""
+    """The source's root cannot be scanned now (gone, replaced, not what was registered).
+
+    ``reason`` is a content-free code: ``root_missing``, ``root_replaced`` or ``root_unreadable``.
+    """
+
+    def __init__(self, message: str, reason: str = "root_unreadable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+# Why a scan keeps a document it did not see, rather than remove it.
+UNREADABLE_PATH = "folder_unreadable"  # a directory on its way cannot be opened or listed
+OTHER_DEVICE = "other_device"  # its folder is now on another file system (unmounted?)
 
 
 @dataclass(frozen=True)
@@ -233,6 +245,8 @@ class SourceScan:
         self.bytes_accepted = 0
         self.budget_exhausted = False
         self.head_commit: str | None = None
+        # Directory listings read to prove a path gone, by relative prefix.
+        self._listings: dict[str, tuple[int, dict[str, os.DirEntry]] | None] = {}
 
     # ------------------------------------------------------------ opening
 
@@ -282,13 +296,13 @@ class SourceScan:
 
     def _check_real_path(self, path: Path) -> None:
         if os.path.realpath(path) != str(path):
-            raise SourceUnavailable("the registered path now resolves elsewhere; add it again")
+            raise SourceUnavailable("the registered path now resolves elsewhere; add it again", "root_replaced")
 
     def _open_directory(self, path: Path) -> int:
         try:
             return os.open(path, _DIRECTORY_FLAGS)
         except FileNotFoundError:
-            raise SourceUnavailable("the source's folder no longer exists (or is not mounted)") from None
+            raise SourceUnavailable("the source's folder no longer exists (or is not mounted)", "root_missing") from None
         except OSError:
             raise SourceUnavailable("the source's folder cannot be opened as a directory") from None
 
@@ -296,7 +310,15 @@ class SourceScan:
         assert self._root_fd is not None, "checked while the scan holds its root open"
         opened, named = os.fstat(self._root_fd), os.stat(path, follow_symlinks=False)
         if (opened.st_dev, opened.st_ino) != (named.st_dev, named.st_ino):
-            raise SourceUnavailable("the source's folder was replaced during the scan")
+            raise SourceUnavailable("the source's folder was replaced during the scan", "root_replaced")
+
+    @property
+    def root_identity(self) -> tuple[int, int]:
+        """(device, inode) of the directory the scan holds open: the folder, the
+        working tree, or a single file's folder."""
+        assert self._root_fd is not None, "known once the scan is open"
+        info = os.fstat(self._root_fd)
+        return info.st_dev, info.st_ino
 
     # ------------------------------------------------------------ walking a folder
 
@@ -392,6 +414,64 @@ class SourceScan:
     def listed_paths(self) -> set[str]:
         """The identities of every listed path (skipped ones included)."""
         return {_shown(raw.rstrip(b"/")) for raw, _ in self._entries}
+
+    def root_is_empty(self) -> bool:
+        """Whether the root directory holds no entry at all (not even ignored
+        or skipped ones): what an unmounted file system's mount point looks like."""
+        listing = self._listing(self._root_fd, "") if self._root_fd is not None else None
+        return listing is not None and not listing[1]
+
+    def unseen_reason(self, source_path: str, expected_device: int | None) -> str | None:
+        """Why a file this scan did not take cannot be called gone, or None.
+
+        None when it is proven gone - a directory on its way, read completely
+        now, on the device the file was on (``expected_device``; None: any),
+        does not hold the next part of the path - or when it is there, in
+        folders that can be read, and the rules leave it out (ignored, inside
+        a generated folder, ...). A directory that cannot be opened or listed,
+        or one now on another device (an unmounted file system leaves its
+        empty mount point), proves nothing.
+        """
+        assert self._root_fd is not None, "proved while the scan holds its root open"
+        parts = source_path.split("/")
+        fd, opened = self._root_fd, []
+        try:
+            for depth, part in enumerate(parts):
+                listing = self._listing(fd, "/".join(parts[:depth]))
+                if listing is None:
+                    return UNREADABLE_PATH
+                device, entries = listing
+                entry = entries.get(part)
+                if entry is None:
+                    if expected_device is not None and device != expected_device:
+                        return OTHER_DEVICE
+                    return None
+                if depth == len(parts) - 1:
+                    return None  # there, readable, and left out by the rules
+                try:
+                    if not entry.is_dir(follow_symlinks=False):
+                        return None  # a file (or a link) now stands where its folder was
+                    fd = os.open(os.fsencode(entry.name), _DIRECTORY_FLAGS, dir_fd=fd)
+                except OSError:
+                    return UNREADABLE_PATH
+                opened.append(fd)
+            return None
+        finally:
+            for descriptor in opened:
+                os.close(descriptor)
+
+    def _listing(self, fd: int, prefix: str) -> tuple[int, dict[str, os.DirEntry]] | None:
+        """The device and the entries (by identity) of the open directory ``fd``
+        at ``prefix``, read once per scan; None when it cannot be listed."""
+        if prefix not in self._listings:
+            try:
+                device = os.fstat(fd).st_dev
+                with os.scandir(fd) as listing:
+                    entries = {_shown(os.fsencode(entry.name)): entry for entry in listing}
+                self._listings[prefix] = (device, entries)
+            except OSError:
+                self._listings[prefix] = None
+        return self._listings[prefix]
 
     def __iter__(self) -> Iterator[ScanOutcome]:
         if self._root_fd is None:

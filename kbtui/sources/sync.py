@@ -6,8 +6,17 @@ Pending: the old index serves until the new one commits), leaves unchanged
 ones alone (a file whose look has not changed is not even read), moves a
 document whose bytes turn up at a new path while its old path is gone (a
 rename: nothing is extracted or embedded again), and - only after a scan
-that completed - purges the documents whose paths are gone. A scan that
-stopped early (budget spent) or failed part-way purges nothing.
+that completed - purges the documents whose paths are proven gone. A scan
+that stopped early (budget spent) or failed part-way purges nothing.
+
+A scan that cannot see is not a deletion. A path is gone only when a
+directory on its way was read completely, on the device the file was on,
+and does not hold it (:meth:`SourceScan.absence`). A root that is another
+directory than the one registered (an unmounted file system leaves its empty
+mount point), a root that is empty while it held documents, and a subtree
+that cannot be read make their documents *unreachable*: kept, searchable,
+flagged with a reason, and back to normal when the files come back. Only a
+scan with ``prune`` removes them, on the operator's word.
 
 A dry run does all the reading and deciding and writes nothing.
 
@@ -28,7 +37,7 @@ from pathlib import Path
 
 from kbtui.errors import KbtuiError
 from kbtui.printable import printable
-from kbtui.sources.git import is_top_level, verify_top_level
+from kbtui.sources.git import NotAGitTopLevel, is_top_level, verify_top_level
 from kbtui.sources.rules import SkipReason
 from kbtui.sources.scan import (
     AcceptedFile,
@@ -50,7 +59,11 @@ MAX_NAME_LENGTH = 100
 
 ProgressCallback = Callable[[int, int], object]
 
-OUTCOMES = ("added", "updated", "renamed", "unchanged", "removed")
+OUTCOMES = ("added", "updated", "renamed", "unchanged", "removed", "unreachable")
+
+# Files that were there but could not be read as they should: their document
+# keeps its last version (a file being written, or swapped, is read next time).
+_KEPT_AS_THEY_WERE = frozenset({SkipReason.SWAPPED.value, SkipReason.CHANGED_DURING_READ.value})
 
 
 class SyncInProgress(KbtuiError):
@@ -74,7 +87,7 @@ class Tally:
 @dataclass(frozen=True)
 class FileOutcome:
     path: str  # printable: control and BiDi characters escaped
-    outcome: str  # added | updated | renamed | unchanged | removed | skipped
+    outcome: str  # added | updated | renamed | unchanged | removed | unreachable | skipped
     reason: str | None
     bytes: int
     document_id: str | None
@@ -88,7 +101,7 @@ class SyncReport:
     source_id: str | None  # None: a dry run of a path not registered yet
     kind: str
     collection_id: str
-    status: str  # completed | incomplete | failed
+    status: str  # completed | incomplete | unreachable | failed
     dry_run: bool
     listed: int
     added: Tally
@@ -96,6 +109,7 @@ class SyncReport:
     renamed: Tally
     unchanged: Tally
     removed: Tally
+    unreachable: Tally  # documents kept: the scan could not prove their files gone
     skipped: dict[str, Tally]
     files: tuple[FileOutcome, ...]
     # Documents this scan left for the pipeline: added, updated, and unchanged
@@ -259,6 +273,13 @@ def inspect_path(path: Path, *, home: Path) -> SourceSpec:
     return SourceSpec("git" if is_top_level(real) else "folder", real)
 
 
+def root_identity(spec: SourceSpec) -> tuple[int, int]:
+    """(device, inode) of the directory a source is registered at: the folder,
+    the working tree, or a single file's folder."""
+    info = os.stat(spec.root.parent if spec.kind == "file" else spec.root, follow_symlinks=False)
+    return info.st_dev, info.st_ino
+
+
 def register_source(
     store: Store, spec: SourceSpec, collection_id: str, *, name: str | None = None, include_sensitive: bool = False
 ) -> RegisteredSource:
@@ -278,7 +299,7 @@ def register_source(
             label = f"{base}-{number}"
     registered = catalog.register_source(
         store, kind=spec.kind, root=str(spec.root), collection_id=collection_id, name=label,
-        include_sensitive=include_sensitive,
+        include_sensitive=include_sensitive, root_identity=root_identity(spec),
     )
     log.info("source %s registered (%s)", registered.id, spec.kind)
     return registered
@@ -320,6 +341,7 @@ def sync_source(
     *,
     purge: Callable[[str], bool],
     dry_run: bool = False,
+    prune: bool = False,
     before_open: BeforeOpen | None = None,
     on_progress: ProgressCallback | None = None,
     wait_s: float = 0.0,
@@ -329,6 +351,8 @@ def sync_source(
     Writes blobs and Pending rows only; indexing is the caller's next step
     (the report lists the Pending document ids). ``purge`` deletes one
     document (the node's single purge path, which also drops its ANN labels).
+    ``prune`` also removes what the scan could not see (the operator's word
+    that it is gone), and takes the root as it is now.
     Raises the validation error when the source's root no longer holds,
     :class:`SyncFailed` (with the partial report) when the scan stops part-way,
     :class:`SyncInProgress` when another scan of the source still runs after ``wait_s``.
@@ -336,7 +360,7 @@ def sync_source(
     source = catalog.get_source(store, source_id)
     guard = nullcontext() if dry_run else _exclusive_sync(store.home, source.id, wait_s)
     with guard:
-        return _Sync(store, source, limits, purge, dry_run, before_open, on_progress).run()
+        return _Sync(store, source, limits, purge, dry_run, before_open, on_progress, prune=prune).run()
 
 
 def preview_path(
@@ -364,8 +388,10 @@ class _Sync:
         on_progress: ProgressCallback | None,
         *,
         home: Path | None = None,
+        prune: bool = False,
     ) -> None:
         self.store = store
+        self.prune = prune
         self.home = home if store is None else store.home
         self.purge = purge
         self.source = source
@@ -376,6 +402,8 @@ class _Sync:
         self.report = _ReportBuilder(source.id or None, source.kind, source.collection_id, dry_run)
         self.kept: set[str] = set()
         self.moved_from: set[str] = set()
+        # Listed paths that could not be read: path -> skip reason.
+        self.unread: dict[str, str] = {}
         self.registered = bool(source.id)
         self.by_path: dict[str, PathDocument] = catalog.documents_of(source.id) if self.registered else {}
 
@@ -393,10 +421,15 @@ class _Sync:
         )
         try:
             scan.open()
+        except (SourceUnavailable, NotAGitTopLevel) as unavailable:
+            self._record("failed")
+            self._record_reachability(getattr(unavailable, "reason", "root_replaced"), None, None)
+            raise
         except BaseException:
             self._record("failed")
             raise
         with scan:
+            guard = None if self.prune else self._root_guard(scan)
             try:
                 self._take(scan)
             except Exception as exc:
@@ -404,13 +437,38 @@ class _Sync:
             except BaseException:
                 self._finish("failed")
                 raise
-        if scan.budget_exhausted:
-            return self._finish("incomplete", scan.head_commit)
-        try:
-            self._purge_gone_paths()
-        except Exception as exc:
-            raise self._failed(exc, "some documents of removed paths may remain; scan again") from exc
-        return self._finish("completed", scan.head_commit)
+            if scan.budget_exhausted:
+                return self._finish("incomplete", scan.head_commit)
+            try:
+                unreachable = self._settle_gone_paths(scan, guard)
+            except Exception as exc:
+                raise self._failed(exc, "some documents of removed paths may remain; scan again") from exc
+            seen = guard is None or not unreachable
+            self._record_reachability(None if seen else guard, unreachable, scan.root_identity if seen else None)
+        return self._finish("completed" if seen else "unreachable", scan.head_commit)
+
+    def _root_guard(self, scan: SourceScan) -> str | None:
+        """Why the whole root cannot vouch for what it does not hold, or None.
+
+        Another directory than the one registered (a new device or inode: an
+        unmounted file system's mount point, a folder made anew), or a folder
+        with no entry at all while it held documents. Its documents that the
+        scan does not see are kept, not removed.
+        """
+        if not self.by_path:
+            return None
+        device, _ = current = scan.root_identity
+        registered = self.source.root_identity
+        if registered is None:
+            # Registered before roots were remembered: the devices its files were read on tell.
+            devices = {doc.state.device for doc in self.by_path.values() if doc.state is not None}
+            if devices and device not in devices:
+                return "root_replaced"
+        elif registered != current:
+            return "root_replaced"
+        if self.source.kind != "file" and scan.root_is_empty():
+            return "root_empty"
+        return None
 
     def _take(self, scan: SourceScan) -> None:
         self.report.listed = scan.listed_count
@@ -425,6 +483,11 @@ class _Sync:
         for done, outcome in enumerate(scan, start=1):
             if isinstance(outcome, SkippedPath):
                 self.report.record(outcome.source_path, "skipped", outcome.size, reason=outcome.reason.value)
+                if outcome.source_path in self.by_path:
+                    if outcome.reason.value in _KEPT_AS_THEY_WERE:
+                        self.kept.add(outcome.source_path)
+                    elif outcome.reason is SkipReason.UNREADABLE:
+                        self.unread[outcome.source_path] = outcome.reason.value
             elif isinstance(outcome, AcceptedFile):
                 self._store(outcome)
             else:
@@ -487,12 +550,29 @@ class _Sync:
         candidates = self.renamable.get(content_hash)
         return candidates.pop(0) if candidates else None
 
-    def _purge_gone_paths(self) -> None:
+    def _settle_gone_paths(self, scan: SourceScan, guard: str | None) -> dict[str, str]:
+        """Remove the documents whose files are proven gone; return the others
+        the scan did not see (document id -> why they are kept)."""
+        unreachable: dict[str, str] = {}
         for path, document in sorted(self.by_path.items()):
             if path in self.kept or path in self.moved_from:
                 continue
-            if self.dry_run or self.purge(document.document_id):
+            why = None if self.prune else guard or self.unread.get(path) or scan.unseen_reason(
+                path, document.state.device if document.state is not None else scan.root_identity[0]
+            )
+            if why is not None:
+                unreachable[document.document_id] = why
+                self.report.record(path, "unreachable", document.size_bytes, reason=why,
+                                   document_id=document.document_id)
+            elif self.dry_run or self.purge(document.document_id):
                 self.report.record(path, "removed", document.size_bytes, document_id=document.document_id)
+        return unreachable
+
+    def _record_reachability(
+        self, reason: str | None, documents: dict[str, str] | None, identity: tuple[int, int] | None
+    ) -> None:
+        if self.registered and not self.dry_run:
+            catalog.record_reachability(self.source.id, reason=reason, documents=documents, root_identity=identity)
 
     def _failed(self, exc: Exception, consequence: str = "nothing was removed") -> SyncFailed:
         # The caller hears of it (SyncFailed); the log keeps the kind of error for the operator.

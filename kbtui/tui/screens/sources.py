@@ -39,18 +39,25 @@ _STATUS_ORDER = {status.value: i for i, status in enumerate(Status)}
 _OUTCOME_STYLE = {"added": "green", "updated": "yellow", "renamed": "cyan", "removed": "red", "skipped": "dim"}
 
 
-def documents_cell(counts: dict[str, int]) -> str:
-    if not counts:
-        return "none"
-    ordered = sorted(counts.items(), key=lambda item: _STATUS_ORDER.get(item[0], 99))
-    return ", ".join(f"{n} {status.lower()}" for status, n in ordered)
+def documents_cell(row: SourceRow) -> Text:
+    if not row.counts:
+        return Text("none")
+    ordered = sorted(row.counts.items(), key=lambda item: _STATUS_ORDER.get(item[0], 99))
+    cell = Text(", ".join(f"{n} {status.lower()}" for status, n in ordered))
+    unseen = sum(row.unreachable.values())
+    if unseen:
+        cell.append(f", {unseen} unreachable", style="bold red")
+    return cell
 
 
-def last_scan_cell(row: SourceRow) -> str:
+def last_scan_cell(row: SourceRow) -> Text:
     source = row.source
     if source.last_scan_at is None:
-        return "never"
-    return f"{time.strftime('%m-%d %H:%M', time.localtime(source.last_scan_at))} {source.last_scan_status}"
+        return Text("never")
+    cell = Text(f"{time.strftime('%m-%d %H:%M', time.localtime(source.last_scan_at))} {source.last_scan_status}")
+    if source.unreachable_reason is not None:
+        cell.append(f" · unreachable: {source.unreachable_reason}", style="bold red")
+    return cell
 
 
 def scan_summary(name: str, report: SyncReport, mode: str) -> Text:
@@ -65,6 +72,11 @@ def scan_summary(name: str, report: SyncReport, mode: str) -> Text:
         line.append(f" · {pending} queued: {where}")
     if not report.completed:
         line.append(f"\n{report.status}: nothing was removed", style="bold red")
+    if report.unreachable.count:
+        line.append(
+            f"\n{report.unreachable.count} document(s) kept: their files cannot be seen "
+            "(P prunes them once you know they are gone)", style="bold red",
+        )
     return line
 
 
@@ -77,6 +89,8 @@ class SourcesScreen(KbtuiScreen):
         Binding("s", "sync", "Sync now", id="sources.sync"),
         Binding("w", "toggle_watch", "Watch on/off", id="sources.watch"),
         Binding("x", "remove", "Remove", id="sources.remove", tooltip="Remove the source and its documents"),
+        Binding("P", "prune", "Prune", id="sources.prune",
+                tooltip="Remove the documents whose files cannot be seen (unreachable)"),
     ]
 
     DEFAULT_CSS = """
@@ -171,7 +185,7 @@ class SourcesScreen(KbtuiScreen):
         watch = Text(row.watch, style="green" if row.watch in ("events", "polling") else "dim")
         return (
             Text(printable(source.name), style="bold"), source.kind, source.collection_id,
-            documents_cell(row.counts), last_scan_cell(row), watch,
+            documents_cell(row), last_scan_cell(row), watch,
         )
 
     def selected_id(self) -> str | None:
@@ -249,6 +263,32 @@ class SourcesScreen(KbtuiScreen):
         self._start_scan(source_id)
         self._sync(source_id)
 
+    def action_prune(self) -> None:
+        """Sync, removing what cannot be seen - only after the operator says so."""
+        source_id = self.selected_id()
+        if source_id is None:
+            return
+        row = self.rows[source_id]
+        unseen = sum(row.unreachable.values())
+        if not unseen and row.source.unreachable_reason is None:
+            self.notify("Every file of this source can be seen: nothing to prune.")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._busy():
+                self._start_scan(source_id)
+                self._sync(source_id, prune=True)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Prune the source “{printable(row.source.name)}”?\n"
+                f"Its {unseen or 'unseen'} document(s) whose files cannot be seen are deleted from the knowledge base. "
+                "Do this only when the files are gone for good, not when a disk is merely not mounted.",
+                yes_label="Prune",
+            ),
+            answered,
+        )
+
     def _busy(self) -> bool:
         if self.scanning is not None:
             self.notify("A scan is already running.", severity="warning")
@@ -278,10 +318,10 @@ class SourcesScreen(KbtuiScreen):
         self.post_message(ScanFinished(synced.row.source.name, synced.report))
 
     @work(thread=True, exclusive=True, group="sources-scan", exit_on_error=False)
-    def _sync(self, source_id: str) -> None:
+    def _sync(self, source_id: str, *, prune: bool = False) -> None:
         name = self.rows[source_id].source.name if source_id in self.rows else ""
         try:
-            report = self.node.sync_source(source_id, on_progress=self._progress)
+            report = self.node.sync_source(source_id, prune=prune, on_progress=self._progress)
         except SyncFailed as failure:
             self.post_message(ScanFinished(name, failure.report, failure.message))
             return
