@@ -32,13 +32,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from actors.events import Busy, NotAdmitting
 from kbtui.api import API_PREFIX, shapes
 from kbtui.api.errors import ApiError, api_error_for
 from kbtui.api.events import KEEP_ALIVE, frame
 from kbtui.api.hub import END, EventHub, Subscription
+from kbtui.api.identity import BASE_HEADER, CHALLENGE_HEADER, PROOF_HEADER, BaseIdentity
 from kbtui.collections import canonical_collection_id
 from kbtui.node import Node
 from kbtui.reads import Status
@@ -74,6 +75,7 @@ class Services:
     pipeline: Pipeline
     hub: EventHub
     token: str | None = None  # required on TCP connections
+    identity: BaseIdentity | None = None  # the knowledge base this node proves it serves
 
 
 # ---------------------------------------------------------------- request bodies
@@ -634,17 +636,23 @@ def build_app(services: Services) -> ASGIApp:
         return error_response(ApiError("no_route", "no such route; see README.md for the API's routes"))
 
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
-    return TokenGuard(app, services.token)
+    return TokenGuard(app, services.token, services.identity)
 
 
 class TokenGuard:
     """Before any route: headers within bounds, and on a TCP listener (asked for
     with ``--listen``) the token from the node's token file on every request.
     Unix socket connections are checked by peer credentials when they connect
-    (:mod:`kbtui.api.server`)."""
+    (:mod:`kbtui.api.server`).
 
-    def __init__(self, app: Starlette, token: str | None) -> None:
-        self.app, self.token = app, token
+    A request that names the knowledge base it wants (``X-Kbtui-Base``, as
+    kbtui's own client always does) is refused before anything is done unless
+    it is this node's (``421 wrong_node``); an answer to a request with a
+    challenge carries this node's proof (:mod:`kbtui.api.identity`).
+    """
+
+    def __init__(self, app: Starlette, token: str | None, identity: BaseIdentity | None = None) -> None:
+        self.app, self.token, self.identity = app, token, identity
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # h11 bounds headers that arrive in pieces; this bounds those that came at once.
@@ -654,11 +662,37 @@ class TokenGuard:
             return
         server = scope.get("server")
         on_tcp = server is not None and server[1] is not None  # a Unix socket's has no port
+        if scope["type"] == "http" and self.identity is not None:
+            send = self._proving(scope, send)
         if scope["type"] == "http" and on_tcp and not self._authorized(scope):
             response = error_response(ApiError("unauthorized", "send the token from the node's api.token file"))
             await response(scope, receive, send)
             return
+        if scope["type"] == "http" and not self._our_base(scope):
+            response = error_response(ApiError(
+                "wrong_node", "this node serves another knowledge base; nothing was done"))
+            await response(scope, receive, send)
+            return
         await self.app(scope, receive, send)
+
+    def _our_base(self, scope: Scope) -> bool:
+        claimed = dict(scope.get("headers") or []).get(BASE_HEADER.encode())
+        if claimed is None or self.identity is None:
+            return True  # e.g. curl on the socket its operator chose
+        return hmac.compare_digest(claimed, self.identity.base_id.encode())
+
+    def _proving(self, scope: Scope, send: Send) -> Send:
+        challenge = dict(scope.get("headers") or []).get(CHALLENGE_HEADER.encode())
+        if challenge is None or self.identity is None:
+            return send
+        proof = self.identity.proof(challenge.decode("latin-1")).encode()
+
+        async def send_with_proof(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (PROOF_HEADER.encode(), proof)]}
+            await send(message)
+
+        return send_with_proof
 
     def _authorized(self, scope: Scope) -> bool:
         if not self.token:

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kbtui.api import shapes
+from kbtui.api import TOKEN_NAME, shapes
 from kbtui.api.errors import raise_for
 from kbtui.api.events import event_from
+from kbtui.api.identity import read_identity, read_private_file
 from kbtui.api.transport import Endpoint, EventStream, NodeUnavailable, Reply, request, socket_path
 
 if TYPE_CHECKING:
@@ -45,7 +46,18 @@ RESYNC_S = 5.0  # a follow re-reads its documents' statuses this often (events m
 
 
 def unix_endpoint(home: Path) -> Endpoint:
-    return Endpoint(unix_path=socket_path(home))
+    """The node of the data directory ``home``, on its socket: it must prove it
+    serves the knowledge base whose key and catalog id ``home`` holds."""
+    return Endpoint(read_identity(home), unix_path=socket_path(home))
+
+
+def tcp_endpoint(home: Path, host: str, port: int) -> Endpoint:
+    """The node of ``home`` on the loopback port it listens on (``serve --listen``),
+    with the token it wrote to ``api.token``: read only from this user's own
+    regular file (never through a link); the node must still prove its base."""
+    raw = read_private_file(home / TOKEN_NAME, max_bytes=1024)
+    token = raw.decode("ascii", "replace").strip() if raw is not None else None
+    return Endpoint(read_identity(home), host=host, port=port, token=token or None)
 
 
 def _quote(value: str) -> str:

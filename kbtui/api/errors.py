@@ -19,6 +19,7 @@ STATUS_OF = {
     "not_found": 404,
     "no_route": 404,
     "method_not_allowed": 405,
+    "wrong_node": 421,
     "body_too_large": 413,
     "unsupported_media_type": 415,
     "headers_too_large": 431,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kbtui.api.client import NodeClient, unix_endpoint
-from kbtui.api.transport import NodeOfAnotherUser, NodeUnavailable
+from kbtui.api.transport import NodeUnavailable
 
 if TYPE_CHECKING:
     from kbtui.config import Config
@@ -68,10 +68,6 @@ class NodeProxy:
             result = getattr(self.client, method)(*args, **kwargs)
         except NodeUnavailable as why:
             log.debug("no node answered %s (%s); working in-process", method, why)
-        except NodeOfAnotherUser as problem:
-            from kbtui.errors import DataDirectoryProblem
-
-            raise DataDirectoryProblem(str(problem)) from None
         else:
             self.served_by_node += 1
             return result

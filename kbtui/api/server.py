@@ -32,7 +32,6 @@ import stat
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pykka
 import uvicorn
@@ -43,6 +42,7 @@ from actors.runtime import Runtime
 from kbtui.api import TOKEN_NAME
 from kbtui.api.app import Services, build_app
 from kbtui.api.hub import EventHub, EventRelay
+from kbtui.api.identity import read_identity
 from kbtui.api.transport import peer_uid, socket_address, socket_path
 from kbtui.errors import DataDirectoryProblem, KbtuiError
 from kbtui.node import Node
@@ -182,7 +182,7 @@ class ApiServer:
             self._remove_files()
             raise
         config = uvicorn.Config(
-            build_app(Services(self.node, RuntimePipeline(runtime), self.hub, token)),
+            build_app(Services(self.node, RuntimePipeline(runtime), self.hub, token, read_identity(self.node.config.home))),
             http=GuardedH11Protocol, ws="none", lifespan="off", interface="asgi3",
             log_config=None, access_log=False, server_header=False,
             h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_keep_alive=5,
@@ -272,11 +272,3 @@ def _bind_tcp(host: str, port: int) -> socket.socket:
         sock.close()
         raise KbtuiError(f"--listen: cannot listen on that port ({os.strerror(exc.errno or 0).lower()})") from None
     return sock
-
-
-def read_token(home: Path) -> str | None:
-    """The token a running node with ``--listen`` wrote (for clients on TCP)."""
-    try:
-        return (home / TOKEN_NAME).read_text().strip() or None
-    except OSError:
-        return None

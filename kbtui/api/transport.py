@@ -20,6 +20,15 @@ from pathlib import Path
 import h11
 
 from kbtui.api import API_PREFIX, SOCKET_NAME
+from kbtui.api.identity import (
+    BASE_HEADER,
+    CHALLENGE_HEADER,
+    PROOF_HEADER,
+    BaseIdentity,
+    NotOurNode,
+    is_own_socket,
+    new_challenge,
+)
 
 # A Unix socket address holds at most 108 bytes (with its NUL); a longer path
 # is reached through the data directory's descriptor (Linux: /proc/self/fd).
@@ -64,23 +73,30 @@ def peer_uid(sock: socket.socket) -> int:
 @dataclass(frozen=True)
 class Endpoint:
     """How to reach a node: its Unix socket, or (when asked for) a loopback TCP
-    port with the token from the node's token file."""
+    port with the token from the node's token file; and the knowledge base the
+    node must prove it serves (see :mod:`kbtui.api.identity`)."""
 
+    identity: BaseIdentity | None
     unix_path: Path | None = None
     host: str | None = None
     port: int | None = None
     token: str | None = None
 
     def connect(self, timeout: float | None) -> socket.socket:
+        if self.identity is None:
+            # No key in the data directory: no node can prove it is ours.
+            raise NodeUnavailable("no node key")
         try:
             if self.unix_path is not None:
+                if not is_own_socket(self.unix_path):
+                    raise NodeUnavailable("no socket")
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     sock.settimeout(CONNECT_TIMEOUT_S)
                     with socket_address(self.unix_path) as address:
                         sock.connect(address)
                     if peer_uid(sock) != os.getuid():
-                        raise NodeOfAnotherUser("the node's socket in the data directory belongs to another user")
+                        raise NotOurNode("the node's socket in the data directory belongs to another user")
                 except BaseException:
                     sock.close()
                     raise
@@ -94,10 +110,6 @@ class Endpoint:
         return sock
 
 
-class NodeOfAnotherUser(Exception):
-    """Something of another user listens where our node's socket should be."""
-
-
 @dataclass(frozen=True)
 class Reply:
     status: int
@@ -108,8 +120,13 @@ class Reply:
         return json.loads(self.body) if self.body else None
 
 
-def _request_bytes(conn: h11.Connection, endpoint: Endpoint, method: str, target: str, body: bytes | None) -> bytes:
-    headers = [("Host", "kbtui"), ("Connection", "close"), ("Accept", "application/json")]
+def _request_bytes(
+    conn: h11.Connection, endpoint: Endpoint, method: str, target: str, body: bytes | None, challenge: str
+) -> bytes:
+    headers = [("Host", "kbtui"), ("Connection", "close"), ("Accept", "application/json"),
+               (CHALLENGE_HEADER, challenge)]
+    if endpoint.identity is not None:
+        headers.append((BASE_HEADER, endpoint.identity.base_id))
     if endpoint.token:
         headers.append(("Authorization", f"Bearer {endpoint.token}"))
     if body is not None:
@@ -139,19 +156,31 @@ def _events(conn: h11.Connection, sock: socket.socket) -> Iterator[object]:
             return
 
 
+def _check_proof(endpoint: Endpoint, challenge: str, response: h11.Response) -> None:
+    """Believe an answer only from the node of our own knowledge base."""
+    headers = {k.decode().lower(): v.decode("latin-1") for k, v in response.headers}
+    if endpoint.identity is None or not endpoint.identity.proves(challenge, headers.get(PROOF_HEADER)):
+        raise NotOurNode(
+            "the node answering in the data directory serves another knowledge base "
+            "(is api.sock a link, or was node.key replaced?); nothing was done"
+        )
+
+
 def request(endpoint: Endpoint, method: str, target: str, payload: object = None, *, timeout: float | None) -> Reply:
     """One request (a new connection each time: a Unix socket connects in microseconds)."""
     body = None if payload is None else json.dumps(payload).encode()
+    challenge = new_challenge()
     sock = endpoint.connect(timeout)
     try:
         conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_RESPONSE_HEADERS)
         try:
-            sock.sendall(_request_bytes(conn, endpoint, method, target, body))
+            sock.sendall(_request_bytes(conn, endpoint, method, target, body, challenge))
         except (TimeoutError, ConnectionError) as exc:
             raise NodeUnavailable(type(exc).__name__) from None
         status, headers, chunks = 0, {}, []
         for event in _events(conn, sock):
             if isinstance(event, h11.Response):
+                _check_proof(endpoint, challenge, event)
                 status = event.status_code
                 headers = {k.decode().lower(): v.decode("latin-1") for k, v in event.headers}
             elif isinstance(event, h11.Data):
@@ -177,10 +206,13 @@ class EventStream:
         self._sock = endpoint.connect(read_timeout_s)
         self._conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_RESPONSE_HEADERS)
         self.closed = False
+        challenge = new_challenge()
         try:
-            self._sock.sendall(_request_bytes(self._conn, endpoint, "GET", "/events", None))
+            self._sock.sendall(_request_bytes(self._conn, endpoint, "GET", "/events", None, challenge))
             self._answer = _events(self._conn, self._sock)
             first = next(self._answer)
+            if isinstance(first, h11.Response):
+                _check_proof(endpoint, challenge, first)
         except (TimeoutError, ConnectionError, StopIteration) as exc:
             self.close()
             raise NodeUnavailable(type(exc).__name__) from None
