@@ -34,8 +34,8 @@ from actors.events import (
     SweepPending,
 )
 from actors.listener import EventListener, publish
-from store.catalog import pending_document_ids
-from store.models import Status
+from kbtui.ports import Catalog
+from store.records import Status
 
 RETRY_AFTER_S = 5.0
 _TERMINAL = {Status.INDEXED.value, Status.FAILED.value}
@@ -53,8 +53,9 @@ class AdmissionState:
 
 
 class Admission(EventListener):
-    def __init__(self, extractors: Sequence[ActorRef], *, capacity: int, max_in_flight: int) -> None:
+    def __init__(self, catalog: Catalog, extractors: Sequence[ActorRef], *, capacity: int, max_in_flight: int) -> None:
         super().__init__()
+        self.catalog = catalog
         self.extractors = itertools.cycle(extractors)
         self.capacity = capacity
         self.max_in_flight = max_in_flight
@@ -112,7 +113,7 @@ class Admission(EventListener):
             room = self.capacity - len(self.queue)
             if room > 0:
                 known = len(self.queue) + len(self.in_flight)
-                for document_id in pending_document_ids(limit=room + known):
+                for document_id in self.catalog.pending_document_ids(limit=room + known):
                     if document_id in self.queued or document_id in self.in_flight:
                         continue
                     if isinstance(self._admit(document_id), Busy):

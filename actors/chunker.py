@@ -8,7 +8,7 @@ from actors.events import ChunkDocument, EmbedDocument
 from actors.faults import pause_point
 from actors.stage import PipelineContext, StageActor
 from kbtui.ingest import chunk_stage
-from store.models import Status
+from store.records import Status
 
 
 class Chunker(StageActor):

@@ -27,8 +27,7 @@ from actors.stage import DocumentGone, PipelineContext, StageActor
 from kbtui.embedding import EmbeddingUnavailable, VectorIdentity
 from kbtui.embedding.reuse import ReuseKey, checked_vectors
 from kbtui.extract import PARSER_VERSION
-from store.catalog import set_status
-from store.models import Status
+from store.records import Status
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +178,7 @@ class Embedder(StageActor):
         for pending in pendings:
             self._drop(pending)
             document_id = pending.message.document.document_id
-            set_status(document_id, Status.PENDING, reason=code, progress=0.0)
+            self.context.store.catalog.set_status(document_id, Status.PENDING, reason=code, progress=0.0)
             publish(DocumentReleased(document_id, reason=code, retry_after_s=self.backoff_s))
 
     def _drop(self, pending: _Pending) -> None:

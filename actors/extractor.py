@@ -9,7 +9,7 @@ from actors.faults import pause_point
 from actors.listener import publish
 from actors.stage import DocumentGone, PipelineContext, StageActor
 from kbtui.ingest import extract_stage
-from store.models import Document, Status
+from store.records import Status
 
 
 class Extractor(StageActor):
@@ -18,7 +18,7 @@ class Extractor(StageActor):
         self.chunker = chunker
 
     def handle(self, message: ExtractDocument) -> None:
-        row = Document.get_or_none(Document.id == message.document_id)
+        row = self.context.store.catalog.document(message.document_id)
         if row is None:
             raise DocumentGone(message.document_id)
         if row.status != Status.PENDING.value:

@@ -9,8 +9,8 @@ from actors.faults import pause_point
 from actors.listener import publish
 from actors.stage import DocumentGone, DocumentSuperseded, StageActor
 from kbtui.extract import PARSER_VERSION
-from store.catalog import Superseded, commit_index
-from store.models import Status
+from store.errors import Superseded
+from store.records import Status
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ class Indexer(StageActor):
         document = message.document
         pause_point("committing")
         try:
-            chunk_ids = commit_index(
+            chunk_ids = self.context.store.catalog.commit_index(
                 document.document_id,
                 sections=message.chunked.sections,
                 chunks=message.chunked.chunks,
@@ -35,10 +35,9 @@ class Indexer(StageActor):
         if chunk_ids is None:
             raise DocumentGone(document.document_id)
         pause_point("committed")
-        if self.context.vector_index is not None:
-            # A derived cache: if this fails, it catches up from SQLite when next opened.
-            try:
-                self.context.vector_index.note_committed(chunk_ids)
-            except Exception as exc:  # noqa: BLE001
-                log.error("ANN index update failed (%s); it catches up from the database", type(exc).__name__)
+        # A derived cache (the SQLite store's ANN files): if this fails, it catches up when next opened.
+        try:
+            self.context.store.vectors.note_committed(chunk_ids)
+        except Exception as exc:  # noqa: BLE001
+            log.error("ANN index update failed (%s); it catches up from the database", type(exc).__name__)
         publish(DocumentStatusChanged(document.document_id, document.collection_id, Status.INDEXED.value, 1.0))

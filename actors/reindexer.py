@@ -19,7 +19,6 @@ from actors.events import Admit, ScanForStale
 from actors.stage import PipelineContext
 from kbtui.chunking import chunker_version
 from kbtui.extract import PARSER_VERSION
-from store.catalog import mark_pending, stale_document_ids
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,8 @@ class Reindexer(pykka.ThreadingActor):
     def scan(self) -> int:
         embedder = self.context.embedder
         confident = getattr(embedder, "identity_confident", True)
-        stale = stale_document_ids(
+        catalog = self.context.store.catalog
+        stale = catalog.stale_document_ids(
             parser_version=PARSER_VERSION,
             chunker_version=chunker_version(self.context.config.chunking),
             vector_identity=embedder.identity.canonical() if confident else None,
@@ -52,7 +52,7 @@ class Reindexer(pykka.ThreadingActor):
         )
         # Pending first: the database is the queue of record, so a busy queue
         # only delays them; they keep serving their old index meanwhile.
-        mark_pending(stale)
+        catalog.mark_pending(stale)
         for document_id in stale:
             self.admission.tell(Admit(document_id))
         if stale:

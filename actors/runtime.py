@@ -38,8 +38,7 @@ from actors.stage import PipelineContext
 from actors.status_writer import NodeStatusWriter
 from kbtui.errors import KbtuiError
 from kbtui.extract import shutdown_extraction
-from store.catalog import reset_non_terminal
-from store.node_lock import NodeLock
+from kbtui.ports import NodeLockHandle
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ class Runtime:
         self.config = context.config
         self.external_listeners = list(listeners)
         self._started: list[pykka.ActorRef] = []
-        self._lock: NodeLock | None = None
+        self._lock: NodeLockHandle | None = None
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
         self._hurry = threading.Event()
@@ -89,14 +88,15 @@ class Runtime:
     # ------------------------------------------------------------ life cycle
 
     def start(self) -> Runtime:
-        self._lock = NodeLock.try_acquire(self.config.home)
+        self._lock = self.context.store.lock_node()
         if self._lock is None:
             raise NodeAlreadyRunning("another kbtui node is already running for this data directory")
         resume = getattr(self.context.embedder, "resume", None)
         if resume is not None:
             resume()
         try:
-            reset = reset_non_terminal()
+            with self.context.store.session():
+                reset = self.context.store.catalog.reset_non_terminal()
             if reset:
                 log.info("reset %d interrupted document(s) to Pending", reset)
             self._start_actors()
@@ -131,7 +131,9 @@ class Runtime:
             started(Extractor.start(ctx, chunker)) for _ in range(max(1, cfg.extraction.worker_processes))
         ]
         self.admission = started(
-            Admission.start(extractors, capacity=cfg.admission_queue_capacity, max_in_flight=cfg.max_in_flight)
+            Admission.start(
+                ctx.store.catalog, extractors, capacity=cfg.admission_queue_capacity, max_in_flight=cfg.max_in_flight
+            )
         )
         self.reindexer = started(Reindexer.start(ctx, self.admission, batch=cfg.admission_queue_capacity))
         request_warm(self.prewarm, "embedder")

@@ -20,11 +20,9 @@ from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider
 from kbtui.embedding.reuse import ChunkEmbeddingReuse
 from kbtui.ingest import StageFailed
-from store import Store
-from store.ann import VectorIndexes
-from store.catalog import set_status
+from kbtui.ports import Storage
 from store.errors import is_disk_full
-from store.models import Document, Status
+from store.records import Status
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +31,10 @@ log = logging.getLogger(__name__)
 class PipelineContext:
     """What every stage needs; built once by the runtime."""
 
-    store: Store
+    store: Storage
     config: Config
     embedder: EmbeddingProvider
     reuse: ChunkEmbeddingReuse | None = None
-    vector_index: VectorIndexes | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
 
 
@@ -90,7 +87,7 @@ class StageActor(pykka.ThreadingActor):
         elif is_disk_full(exc):
             # A condition of the machine, not of the document: retry when space returns.
             log.error("storage full while processing document %s; will retry", document_id)
-            set_status(document_id, Status.PENDING, reason="storage_full", progress=0.0)
+            self.context.store.catalog.set_status(document_id, Status.PENDING, reason="storage_full", progress=0.0)
             publish(DocumentReleased(document_id, reason="storage_full", retry_after_s=self.context.config.storage_retry_s))
         else:
             log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
@@ -103,11 +100,16 @@ class StageActor(pykka.ThreadingActor):
         """Record and announce a status change; raise DocumentGone if it was deleted."""
         if self.context.stopping.is_set():
             raise ShuttingDown()
-        if not set_status(
+        if not self.context.store.catalog.set_status(
             document.document_id, status, reason=reason, progress=progress, content_hash=document.content_hash
         ):
-            raise _gone_or_superseded(document.document_id)
+            raise self.gone_or_superseded(document.document_id)
         publish(DocumentStatusChanged(document.document_id, document.collection_id, status.value, progress, reason))
+
+    def gone_or_superseded(self, document_id: str) -> DocumentGone:
+        if self.context.store.catalog.document(document_id) is not None:
+            return DocumentSuperseded(document_id)
+        return DocumentGone(document_id)
 
     def fail(self, message: Any, reason: str) -> None:
         document_id = _document_id_of(message)
@@ -115,9 +117,14 @@ class StageActor(pykka.ThreadingActor):
             log.error("a stage failed on a message without a document: %s", reason)
             return
         document = getattr(message, "document", None)
-        collection_id = document.collection_id if document is not None else _collection_of(document_id)
+        catalog = self.context.store.catalog
+        if document is not None:
+            collection_id = document.collection_id
+        else:
+            found = catalog.document(document_id)
+            collection_id = found.collection_id if found is not None else ""
         content_hash = document.content_hash if document is not None else None
-        if set_status(document_id, Status.FAILED, reason=reason, content_hash=content_hash):
+        if catalog.set_status(document_id, Status.FAILED, reason=reason, content_hash=content_hash):
             log.info("document %s failed: %s", document_id, reason)
             publish(DocumentStatusChanged(document_id, collection_id, Status.FAILED.value, 0.0, reason))
         else:
@@ -125,20 +132,9 @@ class StageActor(pykka.ThreadingActor):
             publish(DocumentReleased(document_id, reason="deleted"))
 
 
-def _gone_or_superseded(document_id: str) -> DocumentGone:
-    if Document.get_or_none(Document.id == document_id) is not None:
-        return DocumentSuperseded(document_id)
-    return DocumentGone(document_id)
 
 
 def _document_id_of(message: Any) -> str | None:
     if hasattr(message, "document"):
         return message.document.document_id
     return getattr(message, "document_id", None)
-
-
-def _collection_of(document_id: str | None) -> str:
-    from store.models import Document
-
-    row = Document.get_or_none(Document.id == document_id) if document_id else None
-    return row.collection_id if row is not None else ""

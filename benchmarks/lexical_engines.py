@@ -42,6 +42,7 @@ from kbtui.retrieval.fts_query import STOP_WORDS, any_of, parse_query  # noqa: E
 from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
 from store import fts  # noqa: E402
 from store.db import database, open_database  # noqa: E402
+from store.sqlite import SqliteLexical  # noqa: E402
 
 LIMIT = 10
 POOL = 40
@@ -159,7 +160,7 @@ def main() -> None:
 
     terms = {q.text: parse_query(q.text) for q in queries}
     measure("fts5 arm (plan + completion)", lambda text: [
-        c for c, _ in lexical_candidates(terms[text], COLLECTION, document_id=None, limit=POOL).ranked[:LIMIT]
+        c for c, _ in lexical_candidates(SqliteLexical(), terms[text], COLLECTION, document_id=None, limit=POOL).ranked[:LIMIT]
     ])
 
     if args.only_fts5:

@@ -47,6 +47,7 @@ from kbtui.retrieval.fts_query import STOP_WORDS, parse_query  # noqa: E402
 from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
 from store import fts  # noqa: E402
 from store.db import database, open_database  # noqa: E402
+from store.sqlite import SqliteLexical  # noqa: E402
 
 POOL = 40
 COLLECTION = "EVAL"
@@ -203,7 +204,7 @@ def main() -> None:
     fts.forget_row_counts()
     lexical_lists = []
     for _, text in queries:
-        result = lexical_candidates(parse_query(text), COLLECTION, document_id=None, limit=POOL)
+        result = lexical_candidates(SqliteLexical(), parse_query(text), COLLECTION, document_id=None, limit=POOL)
         lexical_lists.append((result.ranked, result.plan))
     vector_lists = []
     for row in sims:
@@ -260,7 +261,7 @@ def main() -> None:
             w = args.opening_weight
             row = np.where(opener == np.arange(len(row)), row, (1 - w) * row + w * row[opener])
         vec = [(int(chunk_ids[i]), float(row[i])) for i in np.argsort(-row)[:POOL]]
-        result = lexical_candidates(parse_query(word), COLLECTION, document_id=None, limit=POOL)
+        result = lexical_candidates(SqliteLexical(), parse_query(word), COLLECTION, document_id=None, limit=POOL)
         lex, plan = result.ranked, result.plan
         entry = {"query": word, "content_words": 1, "top_cos": float((qv @ matrix.T).max())}
         for a in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):

@@ -47,9 +47,12 @@ from kbtui.retrieval.fts_query import STOP_WORDS, parse_query  # noqa: E402
 from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
 from kbtui.retrieval.search import SearchRequest, SearchService  # noqa: E402
 from store import fts  # noqa: E402
+from store.blobs import BlobStore  # noqa: E402
 from store.db import database, open_database  # noqa: E402
 from store.fts_match import any_of  # noqa: E402
 from store.models import SERVED_DOCUMENT_SQL  # noqa: E402
+from store.opening import Store  # noqa: E402
+from store.sqlite import SqliteLexical  # noqa: E402
 
 POOL = 40
 LIMIT = 10
@@ -201,13 +204,9 @@ def exact_matrix(size: int) -> tuple[np.ndarray, np.ndarray]:
     return ids[:count], matrix[:count]
 
 
-def vector_store(home: Path):
-    """The store's vector entry point: the ANN indexes when this build has them."""
-    try:
-        from store.ann import VectorIndexes
-    except ImportError:
-        return None
-    return VectorIndexes(home)
+def corpus_store(home: Path) -> Store:
+    """The benchmark corpus as the SQLite store (its catalog already open on this thread)."""
+    return Store(home=home, db=database, blobs=BlobStore(home / "blobs", bytes(32)), node_key=bytes(32))
 
 
 def local_model():
@@ -231,13 +230,13 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
 
     # Warm the page cache and the row-count cache as a running node would be.
     for q in queries:
-        lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
+        lexical_candidates(SqliteLexical(), terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
 
     reference = exact_references(corpus, queries, per_mix)
     by_mix: dict[str, list[float]] = {}
     overlaps: dict[str, list[float]] = {}
     for q in queries:
-        ms, found = timed(lambda: lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL))
+        ms, found = timed(lambda: lexical_candidates(SqliteLexical(), terms_of[q.text], COLLECTION, document_id=None, limit=POOL))
         by_mix.setdefault(q.mix, []).append(ms)
         overlaps.setdefault(q.mix, []).append(top_overlap([c for c, _ in found.ranked[:LIMIT]], reference[q.text]))
     every = [x for v in overlaps.values() for x in v]
@@ -261,23 +260,19 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
     records.append(summary(size, "vector exact numpy (in memory)", exact_times, recall_at_10=1.0))
     matrix = None  # free it before the index is loaded
 
-    vectors = vector_store(corpus.home)
+    store = corpus_store(corpus.home)
     embedder = PreparedQueryEmbedder({q.text: q.vector for q in queries})
-    service = SearchService(Config(home=corpus.home), embedder, vectors)
-    if vectors is not None:
-        index = vectors.index_for(VECTOR_IDENTITY, DIM)
-        index.ensure_open()
-        index.wait_ready()
-    # Without an ANN index a million-chunk scan reads every vector from SQLite
-    # (seconds per query): measure a few queries only.
-    scan_only = vectors is None and size > 200_000
-    probe = list(zip(queries, truth, strict=True))[:: max(1, len(queries) // 12)] if scan_only else list(zip(queries, truth, strict=True))
+    service = SearchService(Config(home=corpus.home), embedder, store)
+    index = store.vectors.index_for(VECTOR_IDENTITY, DIM)
+    index.ensure_open()
+    index.wait_ready()
+    probe = list(zip(queries, truth, strict=True))
     arm_times, recalls = [], []
     for q, expected in probe:
         ms, found = timed(lambda: service._vector_candidates(q.vector, VECTOR_IDENTITY, SearchRequest(q.text, COLLECTION), POOL))
         arm_times.append(ms)
         recalls.append(len(expected & {c for c, _ in found[:LIMIT]}) / LIMIT)
-    label = "vector arm (ANN index)" if vectors is not None else "vector arm (exact SQLite scan)"
+    label = "vector arm (ANN index)"
     records.append(summary(size, label, arm_times, recall_at_10=round(float(np.mean(recalls)), 3)))
 
     whole = []
@@ -286,7 +281,7 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
         whole.append(ms)
     records.append(summary(size, "whole search, embedding excluded", whole))
     if model is not None:
-        with_model = SearchService(Config(home=corpus.home), PreparedQueryEmbedder(embedder.vectors, model), vectors)
+        with_model = SearchService(Config(home=corpus.home), PreparedQueryEmbedder(embedder.vectors, model), store)
         samples = []
         for q, _ in probe:
             ms, _ = timed(lambda: with_model.search(SearchRequest(q.text, COLLECTION, limit=LIMIT)))
@@ -294,8 +289,7 @@ def run_size(corpus: SyntheticCorpus, per_mix: int, naive_per_mix: int, seed: in
         records.append(summary(size, "whole search, local query embedding included", samples))
         with_model.close()
     service.close()
-    if vectors is not None:
-        vectors.close()
+    store.vectors.close()
     database.close()
     return records
 
@@ -304,14 +298,13 @@ def prepare(corpus: SyntheticCorpus) -> None:
     """Build (or load and catch up) the size's ANN index and save it beside the
     database, so a later run starts from the cache (the 1M build is long)."""
     open_database(corpus.database_path)
-    vectors = vector_store(corpus.home)
-    if vectors is not None:
-        started = time.perf_counter()
-        index = vectors.index_for(VECTOR_IDENTITY, DIM)
-        index.ensure_open()
-        index.wait_ready()
-        vectors.close()  # saves the index if it changed
-        print(f"  ANN index for {corpus.size:,} chunks ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    vectors = corpus_store(corpus.home).vectors
+    started = time.perf_counter()
+    index = vectors.index_for(VECTOR_IDENTITY, DIM)
+    index.ensure_open()
+    index.wait_ready()
+    vectors.close()  # saves the index if it changed
+    print(f"  ANN index for {corpus.size:,} chunks ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     database.close()
 
 

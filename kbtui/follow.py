@@ -1,7 +1,8 @@
 """Follow documents to a terminal status, with a progress bar on a terminal.
 
 Works the same whether the pipeline runs in this process or in another node:
-the database is the source of truth, so progress is read from it.
+the catalog is the source of truth, so progress is read from it (or from
+the running node's event stream).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Column
 
+from kbtui.ports import Catalog
 from kbtui.rates import SlidingRate, duration_text, eta_seconds, rate_text
-from store.id_batches import id_batches
-from store.models import Document, Status
+from store.records import Status
 
 STAGES = ("Pending", "Extracting", "Chunking", "Embedding", "Indexed", "Failed")
 
@@ -37,12 +38,9 @@ class FollowResult:
         return sum(v for k, v in self.counts.items() if k not in (Status.INDEXED.value, Status.FAILED.value))
 
 
-def status_counts(document_ids: Sequence[str]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for part in id_batches(document_ids):
-        for row in Document.select(Document.status).where(Document.id.in_(part)):
-            counts[row.status] += 1
-    return counts
+def counting_in(catalog: Catalog) -> Callable[[Sequence[str]], Counter[str]]:
+    """How many of some documents are in each status, read from ``catalog``."""
+    return lambda document_ids: Counter(catalog.statuses(document_ids).values())
 
 
 def stage_summary(counts: Counter[str]) -> str:
@@ -77,7 +75,7 @@ def follow_documents(
     poll_s: float = 0.2,
     stall_timeout_s: float = 120.0,
     on_poll: Callable[[], None] | None = None,
-    count: Callable[[Sequence[str]], Counter[str]] = status_counts,
+    count: Callable[[Sequence[str]], Counter[str]],
 ) -> FollowResult:
     """Wait until every document is Indexed or Failed (or nothing moves for
     ``stall_timeout_s``), drawing per-stage counts and an ETA on stderr.
@@ -86,8 +84,8 @@ def follow_documents(
     files, ``reindex X X``): a repeated id would otherwise wait for a row
     that can never be counted twice, until the stall timeout.
 
-    ``count`` reads the statuses (the catalog by default; a client of a
-    running node counts what the node's event stream told it)."""
+    ``count`` reads the statuses (:func:`counting_in` the catalog; a client of
+    a running node counts what the node's event stream told it)."""
     ids = list(dict.fromkeys(document_ids))
     show = sys.stderr.isatty() if show_progress is None else show_progress
     # Reading the statuses of a large batch costs: look less often, up to once a second.

@@ -13,7 +13,7 @@ from kbtui.chunking import ChunkSpec, SectionSpec, chunk_document, chunker_versi
 from kbtui.config import Config
 from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
-from store import Store
+from kbtui.ports import Storage
 
 
 class DocumentFacts(Protocol):
@@ -44,7 +44,7 @@ class Chunked:
     chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
-def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list[Element]:
+def extract_stage(store: Storage, config: Config, document: DocumentFacts) -> list[Element]:
     """Decrypt the document and parse it in a killable worker under the configured limits."""
     try:
         max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)

@@ -1,10 +1,11 @@
 """The use cases, in one place: every face (CLI, terminal UI, agent tools, MCP,
 eval) calls a :class:`Node` and none of them touches the store directly.
 
-A node is an opened data directory plus the configured embedder, the ANN
-indexes and search. Its methods are safe to call from any thread: each use
-case runs on that thread's own database connection (opened and closed around
-the call when the thread has none). Everything a method returns is a frozen
+A node is an opened knowledge base (its :class:`kbtui.ports.Storage`: the
+SQLite data directory, or PostgreSQL) plus the configured embedder and
+search. Its methods are safe to call from any thread: each use case runs in
+that thread's own store session (a connection opened and closed around the
+call when the thread has none). Everything a method returns is a frozen
 read model (:mod:`kbtui.reads`), a report, or a plain value.
 """
 
@@ -19,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Concatenate, ParamSpec, TypeVar
 
 from pykka import ActorRef
 
@@ -31,7 +32,8 @@ from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
 from kbtui.errors import OPERATOR_ERRORS, KbtuiError, NotFound
 from kbtui.extract import SNIFF_BYTES, detect_format
-from kbtui.follow import FollowResult, follow_documents
+from kbtui.follow import FollowResult, counting_in, follow_documents
+from kbtui.ports import Storage
 from kbtui.reads import (
     CatalogSnapshot,
     DocumentDetail,
@@ -39,16 +41,11 @@ from kbtui.reads import (
     DocumentText,
     NameCache,
     ReaderText,
-    catalog_stamp,
-    document_ids_with_prefix,
-    indexed_chunk_total,
     is_interrupted,
     load_document_detail,
     load_document_rows,
     read_document_text,
-    read_neighbours,
     read_reader_text,
-    status_counts,
 )
 from kbtui.retrieval.rerank import build_reranker, reranker_warmer
 from kbtui.retrieval.search import (
@@ -61,20 +58,10 @@ from kbtui.sources.repositories import import_repository, register_repository
 from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.sources.watch import SourceWatcher
-from store import Store, catalog, open_store
-from store import sources as source_catalog
-from store.ann import VectorIndexes
-from store.chunks import ChunkRecord
-from store.datadir import can_write
-from store.db import thread_connection
+from kbtui.storage import open_storage
 from store.doctor import PROBLEM, Examination, examination_json, examine
-from store.models import Document, Status
-from store.node_lock import node_running
-from store.sources import RegisteredSource
-from store.vectors import committed_vectors
-
-# What an add answers for each file; a client of the node's API rebuilds it.
-AddOutcome = catalog.AddOutcome
+from store.errors import SourceAlreadyRegistered
+from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
 
 log = logging.getLogger(__name__)
 
@@ -82,13 +69,13 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _connected(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run a use case on the calling thread's own database connection."""
+def _connected(method: Callable[Concatenate[Node, _P], _R]) -> Callable[Concatenate[Node, _P], _R]:
+    """Run a use case in the calling thread's own store session."""
 
     @functools.wraps(method)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with thread_connection():
-            return method(*args, **kwargs)
+    def wrapper(node: Node, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with node.store.session():
+            return method(node, *args, **kwargs)
 
     return wrapper
 
@@ -204,11 +191,10 @@ class SourceChanges:
 @dataclass
 class Node:
     config: Config
-    store: Store
+    store: Storage
     embedder: EmbeddingProvider
     searcher: SearchService
     reuse: ChunkEmbeddingReuse
-    vectors: VectorIndexes
     _runtime: Runtime | None = field(default=None, repr=False)
     names: NameCache = field(init=False, repr=False)
 
@@ -218,19 +204,16 @@ class Node:
 
     @classmethod
     def open(cls, config: Config, *, read_only: bool = False) -> Node:
-        """Open the node's data directory; ``read_only`` for commands that only
+        """Open the node's knowledge base; ``read_only`` for commands that only
         read (they never write the catalog, nor wait for the write lock)."""
-        store = open_store(config.home, read_only=read_only)
+        store = open_storage(config, read_only=read_only)
         if not read_only:
-            # Only now: open_store has refused any catalog not known to be whole.
-            swept = catalog.sweep_orphan_blobs(store)
+            # Only now: opening has refused any catalog not known to be whole.
+            with store.session():
+                swept = store.catalog.sweep_orphan_blobs()
             if swept:
                 log.info("removed %d orphan blob(s)", swept)
         embedder = build_embedder(config)
-        # The vector index is a cache derived from the catalog: a reader may
-        # still save it where the directory can be written (the next search
-        # loads instead of rebuilding); on a read-only mount it only reads.
-        vectors = VectorIndexes(config.home, read_only=not can_write(config.home))
         reuse = ChunkEmbeddingReuse(
             VectorCache(
                 CacheBounds(
@@ -239,15 +222,14 @@ class Node:
                     max_bytes=config.embedding_cache_max_bytes,
                 )
             ),
-            committed_vectors,
+            store.vectors.committed_vectors,
         )
-        searcher = SearchService(config, embedder, vectors, reranker=build_reranker(config))
-        return cls(config, store, embedder, searcher, reuse, vectors)
+        searcher = SearchService(config, embedder, store, reranker=build_reranker(config))
+        return cls(config, store, embedder, searcher, reuse)
 
     def close(self) -> None:
         try:
             self.searcher.close()
-            self.vectors.close()
         finally:
             self.store.close()
 
@@ -257,9 +239,7 @@ class Node:
         """A (not yet started) actor pipeline for this node; with ``watch`` (a
         long-running node: ``kbtui serve``, the TUI) it also keeps the
         sources in sync (``source_watch`` in the config can turn that off)."""
-        context = PipelineContext(
-            store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse, vector_index=self.vectors
-        )
+        context = PipelineContext(store=self.store, config=self.config, embedder=self.embedder, reuse=self.reuse)
         warmers = {}
         if self.searcher.reranker is not None:
             warmers[RERANKER_TARGET] = reranker_warmer(self.searcher.reranker)
@@ -280,7 +260,7 @@ class Node:
 
     def pipeline_running(self) -> bool:
         """Whether some process (this one included) holds the node lock for the data directory."""
-        return node_running(self.config.home)
+        return self.store.node_running()
 
     @_connected
     def index(
@@ -292,7 +272,9 @@ class Node:
         with self.pipeline() as runtime:
             for document_id in ids:
                 runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
-            follow_documents(ids, show_progress=show_progress, stall_timeout_s=stall_timeout_s)
+            follow_documents(
+                ids, show_progress=show_progress, stall_timeout_s=stall_timeout_s, count=counting_in(self.store.catalog)
+            )
         return self._statuses(ids)
 
     def ingest(self, document_id: str) -> str | None:
@@ -323,7 +305,9 @@ class Node:
 
         try:
             ensure_pipeline()
-            return follow_documents(ids, show_progress=show_progress, on_poll=ensure_pipeline)
+            return follow_documents(
+                ids, show_progress=show_progress, on_poll=ensure_pipeline, count=counting_in(self.store.catalog)
+            )
         finally:
             if runtime is not None:
                 runtime.stop()
@@ -331,7 +315,7 @@ class Node:
     # ------------------------------------------------------------ adding
 
     @_connected
-    def add_upload(self, data: bytes, collection_id: str, *, display_name: str) -> catalog.AddOutcome:
+    def add_upload(self, data: bytes, collection_id: str, *, display_name: str) -> AddOutcome:
         """Store bytes that came without a path (stdin, a one-off upload) as a
         Pending document of ``collection_id``; the same bytes already there are
         that document (content de-duplication, as before sources). Content
@@ -344,29 +328,29 @@ class Node:
         detected = detect_format(display_name, data[:SNIFF_BYTES])
         if detected.format is None:
             raise KbtuiError(f"the upload is not added: {detected.reason}")
-        return catalog.add_upload(self.store, collection_id, data, display_name=display_name, fmt=detected.format)
+        return self.store.catalog.add_upload(collection_id, data, display_name=display_name, fmt=detected.format)
 
     @_connected
     def add_at_path(
         self, data: bytes, collection_id: str, *, source_path: str, display_name: str, fmt: str
-    ) -> catalog.AddOutcome | None:
+    ) -> AddOutcome | None:
         """Store ``data`` as the document at ``source_path`` (identified by the path,
         never de-duplicated by content). The same bytes already there are that
         document (a Failed one is queued again); None when the path holds other bytes."""
         content_hash = hashlib.sha256(data).hexdigest()
-        existing = catalog.document_at(collection_id, source_path)
+        existing = self.store.catalog.document_at(collection_id, source_path)
         if existing is None:
-            document_id = catalog.create_document(
-                self.store, collection_id, io.BytesIO(data), content_hash=content_hash,
+            document_id = self.store.catalog.create_document(
+                collection_id, io.BytesIO(data), content_hash=content_hash,
                 display_name=display_name, fmt=fmt, source_path=source_path,
             )
-            return catalog.AddOutcome(document_id, True, Status.PENDING.value)
+            return AddOutcome(document_id, True, Status.PENDING.value)
         if existing.content_hash != content_hash:
             return None
         if existing.status == Status.FAILED.value:
-            catalog.mark_pending([existing.id])
-            return catalog.AddOutcome(existing.id, False, Status.PENDING.value)
-        return catalog.AddOutcome(existing.id, False, existing.status)
+            self.store.catalog.mark_pending([existing.id])
+            return AddOutcome(existing.id, False, Status.PENDING.value)
+        return AddOutcome(existing.id, False, existing.status)
 
     # ------------------------------------------------------------ removing and re-indexing
 
@@ -379,9 +363,9 @@ class Node:
     def purge(self, document_id: str) -> bool:
         """The one way a document is deleted: the catalog first, then its ANN labels.
         False when it did not exist."""
-        removed = catalog.purge_document(self.store, document_id)
+        removed = self.store.catalog.purge_document(document_id)
         if removed:
-            self.vectors.note_removed(removed)
+            self.store.vectors.note_removed(removed)
         return removed is not None
 
     @_connected
@@ -393,7 +377,7 @@ class Node:
         (it could only fail again, and its current index would be lost) and reported.
         """
         if document_ids is None:
-            document_ids = [row.document_id for row in load_document_rows(self.names, collection_id)]
+            document_ids = [record.id for record in self.store.catalog.documents(collection_id)]
         queued: list[str] = []
         damaged: list[tuple[str, str]] = []
         for document_id in dict.fromkeys(document_ids):
@@ -403,7 +387,7 @@ class Node:
                 damaged.append((document_id, problem.message))
                 continue
             queued.append(document_id)
-        catalog.mark_pending(queued)
+        self.store.catalog.mark_pending(queued)
         return ReindexReport(tuple(queued), tuple(damaged))
 
     # ------------------------------------------------------------ reading
@@ -411,7 +395,7 @@ class Node:
     @_connected
     def resolve(self, reference: str, collection_id: str | None = None) -> str:
         """The id of the document ``reference`` names (full id or unique prefix)."""
-        return catalog.resolve_document(reference, collection_id).id
+        return self.store.catalog.resolve_document(reference, collection_id).id
 
     @_connected
     def find_document(self, reference: str, collection_id: str | None = None) -> DocumentMatch:
@@ -428,12 +412,12 @@ class Node:
         by_id: list[str] = []
         if set(lowered) <= _HEX:
             if len(lowered) == 32:
-                by_id = document_ids_with_prefix(lowered, collection_id, 1)
+                by_id = self.store.catalog.document_ids_with_prefix(lowered, collection_id, 1)
                 if by_id and by_id[0] == lowered:
                     return DocumentMatch(lowered, "id")
             elif len(lowered) >= MIN_ID_PREFIX:
-                by_id = document_ids_with_prefix(lowered, collection_id, 6)
-        rows = load_document_rows(self.names, collection_id)
+                by_id = self.store.catalog.document_ids_with_prefix(lowered, collection_id, 6)
+        rows = load_document_rows(self.store, self.names, collection_id)
         by_name = [r.document_id for r in rows if r.name == typed] or [
             r.document_id for r in rows if r.name.casefold() == typed.casefold()
         ]
@@ -458,12 +442,12 @@ class Node:
     ) -> list[DocumentRow]:
         """Documents oldest first (see :func:`kbtui.reads.load_document_rows`)."""
         return load_document_rows(
-            self.names, collection_id, status, updated_since=updated_since, document_ids=document_ids
+            self.store, self.names, collection_id, status, updated_since=updated_since, document_ids=document_ids
         )
 
     @_connected
     def document(self, document_id: str) -> DocumentRow:
-        found = load_document_rows(self.names, None, document_ids=[document_id])
+        found = load_document_rows(self.store, self.names, None, document_ids=[document_id])
         if not found:
             raise NotFound("no such document")
         return found[0]
@@ -471,13 +455,13 @@ class Node:
     @_connected
     def detail(self, document_id: str) -> DocumentDetail | None:
         """Row, versions, history, sections and chunks of one document (None if gone)."""
-        return load_document_detail(self.names, document_id)
+        return load_document_detail(self.store, self.names, document_id)
 
     @_connected
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:
         """Up to ``max_chars`` of a served document's text, stitched from its chunks."""
         return read_document_text(
-            document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
+            self.store, document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
         )
 
     @_connected
@@ -485,13 +469,13 @@ class Node:
         """A served document's whole text (up to ``max_chars``) with where each
         chunk and heading starts: what the terminal UI's reader shows."""
         return read_reader_text(
-            document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
+            self.store, document_id, collection_id, max_chars, overlap_limit=self.config.chunking.overlap_chars
         )
 
     @_connected
     def neighbours(self, chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:
         """A served chunk and up to ``window`` chunks each side, in document order."""
-        return read_neighbours(chunk_id, collection_id, window)
+        return self.store.chunks.neighbours(chunk_id, collection_id, window)
 
     @_connected
     def display_names(self, document_ids: Sequence[str]) -> dict[str, str]:
@@ -500,16 +484,18 @@ class Node:
 
     @_connected
     def collections(self) -> list[str]:
-        return catalog.list_collections()
+        return self.store.catalog.list_collections()
 
     @_connected
     def collection_exists(self, collection_id: str) -> bool:
-        return catalog.collection_exists(collection_id)
+        return self.store.catalog.collection_exists(collection_id)
 
     @_connected
     def status(self) -> NodeStatus:
         running = self.pipeline_running()
-        return NodeStatus(running, read_node_status(self.config.home) if running else None, status_counts())
+        return NodeStatus(
+            running, read_node_status(self.config.home) if running else None, self.store.catalog.status_counts()
+        )
 
     @_connected
     def snapshot(self, collection_id: str, *, with_queue: bool) -> CatalogSnapshot:
@@ -519,12 +505,12 @@ class Node:
         queue = published_admission(self.config.home) if with_queue and running else None
         return CatalogSnapshot(
             collection_id=collection_id,
-            stamp=catalog_stamp(collection_id),
-            status_counts=tuple(sorted(status_counts(collection_id).items())),
+            stamp=self.store.catalog.catalog_stamp(collection_id),
+            status_counts=tuple(sorted(self.store.catalog.status_counts(collection_id).items())),
             queue=queue,
-            collections=tuple(catalog.list_collections()),
+            collections=tuple(self.store.catalog.list_collections()),
             node_running=running,
-            indexed_chunks=indexed_chunk_total(collection_id),
+            indexed_chunks=self.store.catalog.indexed_chunk_total(collection_id),
         )
 
     @_connected
@@ -532,12 +518,7 @@ class Node:
         return self._statuses(document_ids)
 
     def _statuses(self, document_ids: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        ids = list(document_ids)
-        for start in range(0, len(ids), 500):
-            rows = Document.select(Document.id, Document.status).where(Document.id.in_(ids[start : start + 500]))
-            found.update({row.id: row.status for row in rows})
-        return found
+        return self.store.catalog.statuses(document_ids)
 
     # ------------------------------------------------------------ search
 
@@ -579,21 +560,21 @@ class Node:
         node indexes them. ``include_sensitive`` is the only way sensitive
         files (keys, ``.env``, ...) get in, and it stays with the source."""
         spec = inspect_path(path, home=self.config.home)
-        source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+        source = self.store.sources.find_source(str(spec.root), collection_id)
         if source is None:
             try:
                 source = register_source(
                     self.store, spec, collection_id, name=name, include_sensitive=include_sensitive
                 )
-            except source_catalog.SourceAlreadyRegistered:
+            except SourceAlreadyRegistered:
                 # Another process registered it meanwhile (two adds at once): use theirs.
-                source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+                source = self.store.sources.find_source(str(spec.root), collection_id)
                 if source is None:
                     raise
         if include_sensitive and not source.include_sensitive:
-            source_catalog.set_include_sensitive(source.id, True)
+            self.store.sources.set_include_sensitive(source.id, True)
         report = self.sync_source(source.id, on_progress=on_progress)
-        return SourceSync(self._source_row(source_catalog.get_source(self.store, source.id)), report)
+        return SourceSync(self._source_row(self.store.sources.get_source(source.id)), report)
 
     def preview_source(
         self, path: Path, collection_id: str, *, include_sensitive: bool = False,
@@ -601,8 +582,8 @@ class Node:
     ) -> SyncReport:
         """What :meth:`add_source` would do, without writing anything (``--dry-run``)."""
         spec = inspect_path(path, home=self.config.home)
-        with thread_connection():
-            source = source_catalog.find_source(self.store, str(spec.root), collection_id)
+        with self.store.session():
+            source = self.store.sources.find_source(str(spec.root), collection_id)
             if source is not None:
                 return self.sync_source(source.id, dry_run=True, on_progress=on_progress)
         return preview_path(
@@ -614,22 +595,22 @@ class Node:
     def sources(self, collection_id: str | None = None) -> list[SourceRow]:
         """Registered sources with their documents by status (oldest first)."""
         running = self.pipeline_running()
-        counts = source_catalog.document_counts()
-        unreachable = source_catalog.unreachable_documents()
+        counts = self.store.sources.document_counts()
+        unreachable = self.store.sources.unreachable_documents()
         return [
             SourceRow(s, counts.get(s.id, {}), running, _by_reason(unreachable.get(s.id, {})))
-            for s in source_catalog.list_sources(self.store, collection_id)
+            for s in self.store.sources.list_sources(collection_id)
         ]
 
     @_connected
     def resolve_source(self, reference: str, collection_id: str | None = None) -> SourceRow:
         """A source by id, unique id prefix or name (``collection_id`` narrows a name)."""
-        return self._source_row(source_catalog.resolve_source(self.store, reference, collection_id))
+        return self._source_row(self.store.sources.resolve_source(reference, collection_id))
 
     def _source_row(self, source: RegisteredSource) -> SourceRow:
         return SourceRow(
-            source, source_catalog.document_counts(source.id).get(source.id, {}), self.pipeline_running(),
-            _by_reason(source_catalog.unreachable_documents(source.id).get(source.id, {})),
+            source, self.store.sources.document_counts(source.id).get(source.id, {}), self.pipeline_running(),
+            _by_reason(self.store.sources.unreachable_documents(source.id).get(source.id, {})),
         )
 
     @_connected
@@ -650,18 +631,18 @@ class Node:
     def remove_source(self, source_id: str, *, purge: bool = True) -> int:
         """Forget a source; with ``purge`` (the default) also delete its documents
         (else they stay as documents of no source). Returns how many were purged."""
-        return source_catalog.unregister_source(self.store, source_id, purge=self.purge if purge else None)
+        return self.store.sources.unregister_source(source_id, purge=self.purge if purge else None)
 
     @_connected
     def set_source_watching(self, source_id: str, watching: bool) -> SourceRow:
         """Turn watching a source on or off (a running node follows within seconds)."""
-        source_catalog.set_watching(source_id, watching)
-        return self._source_row(source_catalog.get_source(self.store, source_id))
+        self.store.sources.set_watching(source_id, watching)
+        return self._source_row(self.store.sources.get_source(source_id))
 
     @_connected
     def source_changes(self, source_id: str) -> SourceChanges | None:
         """What the source's last scan added, updated, renamed, removed and skipped (with reasons)."""
-        text = source_catalog.last_scan_report(self.store, source_id)
+        text = self.store.sources.last_scan_report(source_id)
         return None if text is None else SourceChanges.from_json(text)
 
     # ------------------------------------------------------------ Git repositories (the older words for Git sources)

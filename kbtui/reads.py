@@ -2,9 +2,9 @@
 
 The CLI, the terminal UI, the agent tools and the local API all show the same
 documents, details and texts; they get them from here (through
-:class:`kbtui.node.Node`), never from the peewee models. Every function
-touches the database, so the caller holds a connection for its thread (the
-node's use cases do that for them).
+:class:`kbtui.node.Node`), never from the store's tables. Every function
+reads through the store's interfaces (:mod:`kbtui.ports`), so the caller
+holds a session for its thread (the node's use cases do that for them).
 
 Display names are decrypted for the operator's eyes only; they are never
 logged and never reach a search hit or an agent tool result.
@@ -17,13 +17,10 @@ from dataclasses import dataclass
 
 from actors.events import AdmissionChanged
 from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.ports import Storage
 from kbtui.printable import printable
-from store import Store
-from store.blobs import open_name
-from store.chunks import CHUNK_COLUMNS, SCOPED_SQL, ChunkRecord, chunk_record
-from store.db import database
-from store.models import SERVED_DOCUMENT_SQL, Chunk, Document, Section, StatusHistory
-from store.models import Status as Status  # re-exported: the statuses, for faces that name them
+from store.records import ChunkRecord, DocumentRecord
+from store.records import Status as Status  # re-exported: the statuses, for faces that name them
 
 # ---------------------------------------------------------------- documents
 
@@ -60,50 +57,35 @@ def is_interrupted(status: str, node_running: bool) -> bool:
 class NameCache:
     """Decrypted display names by document id (a document's name never changes)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Storage) -> None:
         self._store = store
         self._names: dict[str, str] = {}
-
-    def name(self, document_id: str, sealed: bytes) -> str:
-        cached = self._names.get(document_id)
-        if cached is None:
-            try:
-                cached = open_name(self._store.node_key, document_id, bytes(sealed))
-            except Exception:  # noqa: BLE001 - a damaged name must not hide the document
-                cached = f"(unreadable name) {document_id[:12]}"
-            self._names[document_id] = cached
-        return cached
 
     def names_of(self, document_ids: Sequence[str]) -> dict[str, str]:
         """Names for ``document_ids`` (those that still exist)."""
         wanted = sorted(set(document_ids) - self._names.keys())
-        for start in range(0, len(wanted), 500):
-            rows = Document.select(Document.id, Document.display_name).where(
-                Document.id.in_(wanted[start : start + 500])
-            ).tuples()
-            for document_id, sealed in rows:
-                self.name(document_id, sealed)
+        if wanted:
+            self._names.update(self._store.catalog.display_names(wanted))
         return {d: self._names[d] for d in document_ids if d in self._names}
 
-
-_ROW_FIELDS = (
-    Document.id, Document.collection, Document.display_name, Document.status, Document.failure_reason,
-    Document.progress, Document.format, Document.source_path, Document.size_bytes, Document.chunk_count,
-    Document.vector_identity, Document.created_at, Document.updated_at, Document.indexed_at,
-)
+    def rows(self, records: Sequence[DocumentRecord]) -> list[DocumentRow]:
+        """The rows of ``records``, their names opened (once per document)."""
+        self.names_of([r.id for r in records if r.id not in self._names])
+        return [_row(self._names.get(r.id, f"(unreadable name) {r.id[:12]}"), r) for r in records]
 
 
-def _row(names: NameCache, values: tuple) -> DocumentRow:
-    (doc_id, collection_id, sealed, status, reason, progress, fmt, source_path, size, chunks,
-     identity, created, updated, indexed) = values
+def _row(name: str, record: DocumentRecord) -> DocumentRow:
     return DocumentRow(
-        document_id=doc_id, collection_id=collection_id, name=names.name(doc_id, sealed), status=status,
-        reason=reason, progress=progress or 0.0, format=fmt, source_path=source_path, size_bytes=size,
-        chunk_count=chunks, vector_identity=identity, created_at=created, updated_at=updated, indexed_at=indexed,
+        document_id=record.id, collection_id=record.collection_id, name=name, status=record.status,
+        reason=record.failure_reason, progress=record.progress or 0.0, format=record.format,
+        source_path=record.source_path, size_bytes=record.size_bytes, chunk_count=record.chunk_count,
+        vector_identity=record.vector_identity, created_at=record.created_at, updated_at=record.updated_at,
+        indexed_at=record.indexed_at,
     )
 
 
 def load_document_rows(
+    store: Storage,
     names: NameCache,
     collection_id: str | None,
     status: str | None = None,
@@ -113,56 +95,9 @@ def load_document_rows(
 ) -> list[DocumentRow]:
     """Documents oldest first: of one collection (None: all), optionally of one
     status, updated at or after ``updated_since``, or among ``document_ids``."""
-    query = Document.select(*_ROW_FIELDS).order_by(Document.created_at, Document.id)
-    if collection_id is not None:
-        query = query.where(Document.collection == collection_id)
-    if status is not None:
-        query = query.where(Document.status == status)
-    if updated_since is not None:
-        query = query.where(Document.updated_at >= updated_since)
-    if document_ids is None:
-        return [_row(names, values) for values in query.tuples()]
-    rows: dict[str, DocumentRow] = {}
-    ids = list(dict.fromkeys(document_ids))
-    for start in range(0, len(ids), 500):
-        for values in query.where(Document.id.in_(ids[start : start + 500])).tuples():
-            rows[values[0]] = _row(names, values)
-    return [rows[d] for d in ids if d in rows]
-
-
-def document_ids_with_prefix(prefix: str, collection_id: str | None, limit: int) -> list[str]:
-    """Up to ``limit`` ids starting with ``prefix`` (lower-case hex), of one collection or all."""
-    query = Document.select(Document.id).where(Document.id.startswith(prefix)).order_by(Document.id).limit(limit)
-    if collection_id is not None:
-        query = query.where(Document.collection == collection_id)
-    return [row.id for row in query]
-
-
-def status_counts(collection_id: str | None = None) -> dict[str, int]:
-    """How many documents are in each status (of one collection, or all)."""
-    sql = "SELECT status, count(*) FROM document"
-    params: list[object] = []
-    if collection_id is not None:
-        sql += " WHERE collection_id = ?"
-        params.append(collection_id)
-    return dict(database.execute_sql(sql + " GROUP BY status", params).fetchall())
-
-
-def catalog_stamp(collection_id: str) -> tuple[int, float]:
-    """A cheap change stamp: (row count, newest updated_at) of the collection."""
-    count, newest = database.execute_sql(
-        "SELECT count(*), COALESCE(max(updated_at), 0) FROM document WHERE collection_id = ?", [collection_id]
-    ).fetchone()
-    return int(count), float(newest)
-
-
-def indexed_chunk_total(collection_id: str) -> int:
-    """How many chunks the collection's Indexed documents have (chunks/s is its rate)."""
-    (total,) = database.execute_sql(
-        "SELECT COALESCE(sum(chunk_count), 0) FROM document WHERE collection_id = ? AND status = ?",
-        [collection_id, Status.INDEXED.value],
-    ).fetchone()
-    return int(total)
+    return names.rows(
+        store.catalog.documents(collection_id, status, updated_since=updated_since, document_ids=document_ids)
+    )
 
 
 @dataclass(frozen=True)
@@ -238,39 +173,24 @@ MAX_DETAIL_CHUNKS = 2000
 PREVIEW_CHARS = 120
 
 
-def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail | None:
+def load_document_detail(store: Storage, names: NameCache, document_id: str) -> DocumentDetail | None:
     """Everything the detail views show about one document (None if it is gone)."""
-    found = load_document_rows(names, None, document_ids=[document_id])
-    if not found:
+    record = store.catalog.document(document_id)
+    if record is None:
         return None
-    vector_dim, parser_version, chunker_version = (
-        Document.select(Document.vector_dim, Document.parser_version, Document.chunker_version)
-        .where(Document.id == document_id).tuples().first()
-    ) or (None, None, None)
-    history = tuple(
-        HistoryEntry(h.status, h.reason, h.at)
-        for h in StatusHistory.select().where(StatusHistory.document == document_id).order_by(StatusHistory.id)
-    )
+    history = tuple(HistoryEntry(h.status, h.reason, h.at) for h in store.catalog.history(document_id))
     sections = tuple(
         SectionEntry(s.ordinal, printable(s.heading_path), s.level, s.page, s.start_offset, s.end_offset)
-        for s in Section.select().where(Section.document == document_id).order_by(Section.ordinal)
-    )
-    chunk_query = (
-        Chunk.select(
-            Chunk.ordinal, Chunk.chunk_uid, Chunk.heading_path, Chunk.kind, Chunk.page, Chunk.start_offset,
-            Chunk.end_offset, Chunk.token_estimate, Chunk.content,
-        )
-        .where(Chunk.document == document_id)
-        .order_by(Chunk.ordinal)
-        .limit(MAX_DETAIL_CHUNKS)
+        for s in store.chunks.sections(document_id)
     )
     chunks = tuple(
-        ChunkEntry(ordinal, uid, printable(heading), kind, page, start, end, tokens,
-                   printable(" ".join(content[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
-        for ordinal, uid, heading, kind, page, start, end, tokens, content in chunk_query.tuples()
+        ChunkEntry(c.ordinal, c.chunk_id, printable(c.heading_path), c.kind, c.page, c.start_offset, c.end_offset,
+                   c.token_estimate, printable(" ".join(c.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
+        for c in store.chunks.chunk_summaries(document_id, MAX_DETAIL_CHUNKS)
     )
     return DocumentDetail(
-        found[0], vector_dim, parser_version, chunker_version, history=history, sections=sections, chunks=chunks
+        names.rows([record])[0], record.vector_dim, record.parser_version, record.chunker_version,
+        history=history, sections=sections, chunks=chunks,
     )
 
 
@@ -287,26 +207,9 @@ class DocumentText:
     truncated: bool
 
 
-def read_neighbours(chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:
-    """The chunk ``chunk_id`` and up to ``window`` chunks each side, in document order.
-
-    Empty when the chunk does not exist, belongs to another collection, or its
-    document is not served. Scoped twice, like the search arms: the chunk's
-    collection and its document's collection must both be the requested one.
-    """
-    rows = database.execute_sql(
-        "WITH target AS ("
-        "  SELECT c.document_id, c.ordinal FROM chunk AS c JOIN document AS d ON d.id = c.document_id"
-        f"  WHERE c.chunk_uid = ? AND {SCOPED_SQL}"
-        f") SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-        "JOIN target AS t ON c.document_id = t.document_id "
-        f"WHERE {SCOPED_SQL} AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? ORDER BY c.ordinal",
-        [chunk_id, collection_id, collection_id, collection_id, collection_id, window, window],
-    ).fetchall()
-    return [chunk_record(row) for row in rows]
-
-
-def read_document_text(document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int) -> DocumentText | None:
+def read_document_text(
+    store: Storage, document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int
+) -> DocumentText | None:
     """Up to ``max_chars`` of a document's text, stitched from its chunks in order.
 
     None when the document does not exist, belongs to another collection, or
@@ -314,7 +217,7 @@ def read_document_text(document_id: str, collection_id: str, max_chars: int, *, 
     document costs no more than a small one. Each read is a single statement,
     so it sees one snapshot even while the document is being re-indexed.
     """
-    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    stitched = _stitch(store, document_id, collection_id, max_chars, overlap_limit)
     if stitched is None:
         return None
     document, stitcher, first_heading = stitched
@@ -354,9 +257,11 @@ class ReaderText:
         return next((mark.offset for mark in self.chunks if mark.chunk_id == chunk_id), None)
 
 
-def read_reader_text(document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int) -> ReaderText | None:
+def read_reader_text(
+    store: Storage, document_id: str, collection_id: str, max_chars: int, *, overlap_limit: int
+) -> ReaderText | None:
     """The reader's view of a served document (see :func:`read_document_text`)."""
-    stitched = _stitch(document_id, collection_id, max_chars, overlap_limit)
+    stitched = _stitch(store, document_id, collection_id, max_chars, overlap_limit)
     if stitched is None:
         return None
     document, stitcher, _ = stitched
@@ -369,33 +274,26 @@ def read_reader_text(document_id: str, collection_id: str, max_chars: int, *, ov
     )
 
 
-def _stitch(document_id: str, collection_id: str, max_chars: int, overlap_limit: int):  # noqa: ANN202
-    document = database.execute_sql(
-        "SELECT d.id, d.collection_id, COALESCE(d.source_path, '') FROM document AS d "
-        f"WHERE d.id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}",
-        [document_id, collection_id],
-    ).fetchone()
+def _stitch(
+    store: Storage, document_id: str, collection_id: str, max_chars: int, overlap_limit: int
+) -> tuple[tuple[str, str, str], _Stitcher, str] | None:
+    document = store.chunks.served_document(document_id, collection_id)
     if document is None:
         return None
-    cursor = database.execute_sql(
-        f"SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-        f"WHERE c.document_id = ? AND {SCOPED_SQL} ORDER BY c.ordinal",
-        [document_id, collection_id, collection_id],
-    )
     stitcher = _Stitcher(overlap_limit)
     first_heading = ""
+    records = store.chunks.document_chunks(document_id, collection_id)
     try:
-        while len(stitcher) <= max_chars:
-            rows = cursor.fetchmany(16)
-            if not rows:
+        for record in records:
+            if len(stitcher) > max_chars:
                 break
-            for row in rows:
-                record = chunk_record(row)
-                if stitcher.empty:
-                    first_heading = record.heading_path
-                stitcher.add(record)
+            if stitcher.empty:
+                first_heading = record.heading_path
+            stitcher.add(record)
     finally:
-        cursor.close()
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()  # stop reading: a huge document costs no more than a small one
     return document, stitcher, first_heading
 
 

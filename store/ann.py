@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -425,6 +425,18 @@ class VectorIndexes:
             if hits is not None:
                 return hits
         return vectors.exact_search(query, identity, collection_id, document_id=document_id, limit=limit)
+
+    def stored_vectors(self, chunk_ids: Sequence[int], identity: str, dim: int) -> dict[int, np.ndarray]:
+        """The stored vectors of ``chunk_ids`` of exactly ``identity`` and ``dim``."""
+        return vectors.stored_vectors(chunk_ids, identity, dim)
+
+    def committed_vectors(
+        self, content_hashes: Iterable[str], *, identity: str, dim: int, parser_version: int, chunker_version: int
+    ) -> dict[str, np.ndarray]:
+        """Committed vectors that may be reused for chunks of these contents (exact match or nothing)."""
+        return vectors.committed_vectors(
+            content_hashes, identity=identity, dim=dim, parser_version=parser_version, chunker_version=chunker_version
+        )
 
     def note_committed(self, chunk_ids: Iterable[int] = ()) -> None:
         """After ``commit_index``: bring every open index up to the database.

@@ -11,7 +11,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -19,9 +18,9 @@ import numpy as np
 from peewee import IntegrityError
 
 from store import Store
-from store.blobs import FileChanged, SealedBlob, open_name, seal_name
+from store.blobs import FileChanged, SealedBlob, seal_name
 from store.db import database
-from store.errors import NotFound
+from store.errors import NotFound, Superseded
 from store.files import open_source
 from store.id_batches import id_batches
 from store.models import (
@@ -34,18 +33,12 @@ from store.models import (
     StatusHistory,
     Vector,
 )
+from store.records import AddOutcome, DocumentRecord, HistoryRecord
 from store.vectors import to_blob
 
 log = logging.getLogger(__name__)
 
 ORPHAN_GRACE_S = 300.0
-
-
-@dataclass(frozen=True)
-class AddOutcome:
-    document_id: str
-    created: bool
-    status: str
 
 
 def ensure_collection(collection_id: str) -> None:
@@ -200,9 +193,96 @@ def _insert_pending(
         raise
 
 
-def document_at(collection_id: str, source_path: str) -> Document | None:
+def document_at(collection_id: str, source_path: str) -> DocumentRecord | None:
     """The document a collection holds at ``source_path``, if any."""
-    return Document.get_or_none((Document.collection == collection_id) & (Document.source_path == source_path))
+    row = Document.get_or_none((Document.collection == collection_id) & (Document.source_path == source_path))
+    return None if row is None else document_record(row)
+
+
+def document_record(row: Document) -> DocumentRecord:
+    return DocumentRecord(
+        id=row.id, collection_id=row.collection_id, content_hash=row.content_hash,
+        sealed_name=bytes(row.display_name), format=row.format, source_path=row.source_path,
+        source_id=row.source_id, size_bytes=row.size_bytes, status=row.status, failure_reason=row.failure_reason,
+        progress=row.progress or 0.0, parser_version=row.parser_version, chunker_version=row.chunker_version,
+        vector_identity=row.vector_identity, vector_dim=row.vector_dim, chunk_count=row.chunk_count,
+        created_at=row.created_at, updated_at=row.updated_at, indexed_at=row.indexed_at,
+    )
+
+
+def document(document_id: str) -> DocumentRecord | None:
+    row = Document.get_or_none(Document.id == document_id)
+    return None if row is None else document_record(row)
+
+
+def documents(
+    collection_id: str | None = None, status: str | None = None, *,
+    updated_since: float | None = None, document_ids: Sequence[str] | None = None,
+) -> list[DocumentRecord]:
+    """Documents oldest first: of one collection (None: all), optionally of one
+    status, updated at or after ``updated_since``, or among ``document_ids`` (in that order)."""
+    query = Document.select().order_by(Document.created_at, Document.id)
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    if status is not None:
+        query = query.where(Document.status == status)
+    if updated_since is not None:
+        query = query.where(Document.updated_at >= updated_since)
+    if document_ids is None:
+        return [document_record(row) for row in query]
+    found: dict[str, DocumentRecord] = {}
+    ids = list(dict.fromkeys(document_ids))
+    for batch in id_batches(ids):
+        found.update((row.id, document_record(row)) for row in query.where(Document.id.in_(batch)))
+    return [found[d] for d in ids if d in found]
+
+
+def document_ids_with_prefix(prefix: str, collection_id: str | None, limit: int) -> list[str]:
+    """Up to ``limit`` ids starting with ``prefix`` (lower-case hex), of one collection or all."""
+    query = Document.select(Document.id).where(Document.id.startswith(prefix)).order_by(Document.id).limit(limit)
+    if collection_id is not None:
+        query = query.where(Document.collection == collection_id)
+    return [row.id for row in query]
+
+
+def statuses(document_ids: Sequence[str]) -> dict[str, str]:
+    """The status of each of ``document_ids`` that still exists."""
+    found: dict[str, str] = {}
+    for batch in id_batches(list(dict.fromkeys(document_ids))):
+        found.update(Document.select(Document.id, Document.status).where(Document.id.in_(batch)).tuples())
+    return found
+
+
+def sealed_names(document_ids: Sequence[str]) -> dict[str, bytes]:
+    """The sealed display name of each of ``document_ids`` that still exists."""
+    found: dict[str, bytes] = {}
+    for batch in id_batches(list(dict.fromkeys(document_ids))):
+        rows = Document.select(Document.id, Document.display_name).where(Document.id.in_(batch)).tuples()
+        found.update((document_id, bytes(sealed)) for document_id, sealed in rows)
+    return found
+
+
+def catalog_stamp(collection_id: str) -> tuple[int, float]:
+    """A cheap change stamp: (row count, newest updated_at) of the collection."""
+    count, newest = database.execute_sql(
+        "SELECT count(*), COALESCE(max(updated_at), 0) FROM document WHERE collection_id = ?", [collection_id]
+    ).fetchone()
+    return int(count), float(newest)
+
+
+def indexed_chunk_total(collection_id: str) -> int:
+    """How many chunks the collection's Indexed documents have (chunks/s is its rate)."""
+    (total,) = database.execute_sql(
+        "SELECT COALESCE(sum(chunk_count), 0) FROM document WHERE collection_id = ? AND status = ?",
+        [collection_id, Status.INDEXED.value],
+    ).fetchone()
+    return int(total)
+
+
+def history(document_id: str) -> list[HistoryRecord]:
+    """A document's status transitions, oldest first."""
+    rows = StatusHistory.select().where(StatusHistory.document == document_id).order_by(StatusHistory.id)
+    return [HistoryRecord(row.status, row.reason, row.at) for row in rows]
 
 
 def _upload_with_hash(collection_id: str, content_hash: str) -> Document | None:
@@ -218,10 +298,6 @@ def _readd_existing(document: Document) -> AddOutcome:
         set_status(document.id, Status.PENDING)
         return AddOutcome(document.id, False, Status.PENDING.value)
     return AddOutcome(document.id, False, document.status)
-
-
-class Superseded(Exception):
-    """The document's source changed since the pipeline read it: that work is stale."""
 
 
 def set_status(
@@ -252,7 +328,7 @@ def set_status(
     return bool(updated)
 
 
-def resolve_document(reference: str, collection_id: str | None = None) -> Document:
+def resolve_document(reference: str, collection_id: str | None = None) -> DocumentRecord:
     """Find a document by full id or a unique id prefix (at least 6 characters)."""
     reference = reference.strip().lower()
     query = Document.select()
@@ -260,28 +336,14 @@ def resolve_document(reference: str, collection_id: str | None = None) -> Docume
         query = query.where(Document.collection == collection_id)
     exact = query.where(Document.id == reference).first()
     if exact is not None:
-        return exact
+        return document_record(exact)
     if len(reference) >= 6 and all(c in "0123456789abcdef" for c in reference):
         matches = list(query.where(Document.id.startswith(reference)).limit(2))
         if len(matches) == 1:
-            return matches[0]
+            return document_record(matches[0])
         if len(matches) > 1:
             raise NotFound("document id prefix is ambiguous; give more characters")
     raise NotFound("no such document")
-
-
-def display_name(store: Store, document: Document) -> str:
-    """The operator's own view of the original file name (decrypted)."""
-    return open_name(store.node_key, document.id, bytes(document.display_name))
-
-
-def list_documents(collection_id: str | None = None, status: str | None = None) -> list[Document]:
-    query = Document.select().order_by(Document.created_at, Document.id)
-    if collection_id is not None:
-        query = query.where(Document.collection == collection_id)
-    if status is not None:
-        query = query.where(Document.status == status)
-    return list(query)
 
 
 def commit_index(

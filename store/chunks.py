@@ -9,30 +9,11 @@ must be served (``SERVED_DOCUMENT_SQL``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 from store.db import database
 from store.id_batches import id_batches, placeholders
 from store.models import SERVED_DOCUMENT_SQL
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    collection_id: str
-    document_id: str
-    chunk_id: str  # the stable chunk uid
-    ordinal: int
-    section_key: int | None
-    heading_path: str
-    source_path: str
-    page: int | None
-    start_offset: int
-    end_offset: int
-    kind: str
-    language: str | None
-    symbol: str | None
-    text: str
-
+from store.records import ChunkRecord, ChunkSummary, SectionRecord
 
 # The columns of a ChunkRecord, in order, over ``chunk AS c``.
 CHUNK_COLUMNS = (
@@ -94,3 +75,65 @@ def section_openers(chunk_ids: Sequence[int]) -> dict[int, int]:
         ).fetchall()
         found.update((row[0], row[1]) for row in rows if row[1] is not None)
     return found
+
+
+def neighbours(chunk_id: str, collection_id: str, window: int) -> list[ChunkRecord]:
+    """The chunk ``chunk_id`` (a uid) and up to ``window`` chunks each side, in document order.
+
+    Empty when the chunk does not exist, belongs to another collection, or its
+    document is not served.
+    """
+    rows = database.execute_sql(
+        "WITH target AS ("
+        "  SELECT c.document_id, c.ordinal FROM chunk AS c JOIN document AS d ON d.id = c.document_id"
+        f"  WHERE c.chunk_uid = ? AND {SCOPED_SQL}"
+        f") SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+        "JOIN target AS t ON c.document_id = t.document_id "
+        f"WHERE {SCOPED_SQL} AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? ORDER BY c.ordinal",
+        [chunk_id, collection_id, collection_id, collection_id, collection_id, window, window],
+    ).fetchall()
+    return [chunk_record(row) for row in rows]
+
+
+def served_document(document_id: str, collection_id: str) -> tuple[str, str, str] | None:
+    """(id, collection, source path or "") of a document served in the collection, else None."""
+    row = database.execute_sql(
+        "SELECT d.id, d.collection_id, COALESCE(d.source_path, '') FROM document AS d "
+        f"WHERE d.id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL}",
+        [document_id, collection_id],
+    ).fetchone()
+    return None if row is None else (row[0], row[1], row[2])
+
+
+def document_chunks(document_id: str, collection_id: str) -> Iterator[ChunkRecord]:
+    """A served document's chunks in order, read as they are consumed (one
+    statement: one snapshot even while the document is being re-indexed)."""
+    cursor = database.execute_sql(
+        f"SELECT {CHUNK_COLUMNS} FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
+        f"WHERE c.document_id = ? AND {SCOPED_SQL} ORDER BY c.ordinal",
+        [document_id, collection_id, collection_id],
+    )
+    try:
+        while rows := cursor.fetchmany(16):
+            yield from (chunk_record(row) for row in rows)
+    finally:
+        cursor.close()
+
+
+def sections(document_id: str) -> list[SectionRecord]:
+    rows = database.execute_sql(
+        "SELECT ordinal, heading_path, level, page, start_offset, end_offset FROM section "
+        "WHERE document_id = ? ORDER BY ordinal",
+        [document_id],
+    ).fetchall()
+    return [SectionRecord(*row) for row in rows]
+
+
+def chunk_summaries(document_id: str, limit: int) -> list[ChunkSummary]:
+    """The document's first ``limit`` chunks in order (whether or not it is served)."""
+    rows = database.execute_sql(
+        "SELECT ordinal, chunk_uid, heading_path, kind, page, start_offset, end_offset, token_estimate, content "
+        "FROM chunk WHERE document_id = ? ORDER BY ordinal LIMIT ?",
+        [document_id, limit],
+    ).fetchall()
+    return [ChunkSummary(*row) for row in rows]

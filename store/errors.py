@@ -69,6 +69,20 @@ def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, peewee.OperationalError) and "full" in str(exc).lower()
 
 
+def is_database_error(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised by a database library (SQLite, PostgreSQL)
+    rather than by kbtui: a condition of the store, never to be shown raw."""
+    import sqlite3
+    import sys
+
+    import peewee
+
+    if isinstance(exc, (peewee.DatabaseError, sqlite3.DatabaseError)):
+        return True
+    psycopg = sys.modules.get("psycopg")  # loaded only by the PostgreSQL store
+    return psycopg is not None and isinstance(exc, psycopg.Error)
+
+
 def is_database_busy(exc: BaseException) -> bool:
     import peewee
 
@@ -82,3 +96,11 @@ def storage_problem(exc: BaseException) -> StoreError | None:
     if is_database_busy(exc):
         return StoreError("the database stayed locked by another kbtui process; try again")
     return None
+
+
+class SourceAlreadyRegistered(StoreError):
+    """That root is already a source of the collection, or the name is taken there."""
+
+
+class Superseded(Exception):
+    """The document's source changed since the pipeline read it: that work is stale."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import enum
-
 from peewee import (
     AutoField,
     BlobField,
@@ -15,22 +13,11 @@ from peewee import (
 )
 
 from store.db import database
+from store.records import NON_TERMINAL, Status
 
+# Re-exported: the store's own modules name them from here.
+__all__ = ["NON_TERMINAL", "Status"]
 
-class Status(enum.StrEnum):
-    PENDING = "Pending"
-    EXTRACTING = "Extracting"
-    CHUNKING = "Chunking"
-    EMBEDDING = "Embedding"
-    INDEXED = "Indexed"
-    FAILED = "Failed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (Status.INDEXED, Status.FAILED)
-
-
-NON_TERMINAL = [s.value for s in Status if not s.terminal]
 
 # Which documents search may serve, as a condition on the document alias ``d``.
 # Chunk rows only ever exist for a committed index (written by one atomic

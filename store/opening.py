@@ -5,11 +5,14 @@ directory's initialisation, the catalog's upgrade. ``store.Store`` and
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from peewee import OperationalError, SqliteDatabase
 
@@ -31,10 +34,15 @@ from store.datadir import (
     sqlite_detail,
     write_fingerprint_file,
 )
-from store.db import open_database
+from store.db import open_database, thread_connection
 from store.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
 from store.keys import key_fingerprint, load_or_create_key, verify_key
 from store.migrations import LATEST_VERSION, apply_migrations
+
+if TYPE_CHECKING:
+    from store.ann import VectorIndexes
+    from store.node_lock import NodeLock
+    from store.sqlite import SqliteCatalog, SqliteChunks, SqliteLexical, SqliteSources
 
 log = logging.getLogger("store")  # the package's logger, as before this module was split out
 
@@ -43,13 +51,74 @@ __all__ = ["DB_FILE_NAME", "Store", "open_store"]
 
 @dataclass
 class Store:
+    """An opened SQLite data directory: the interfaces of :mod:`kbtui.ports`
+    over the process's one SQLite catalog, the blobs and the vector index files."""
+
     home: Path
     db: SqliteDatabase
     blobs: BlobStore
     node_key: bytes
     read_only: bool = False
+    backend = "sqlite"
+
+    # The adapters load on first use (store.sqlite imports the catalog modules, which import this one).
+    @functools.cached_property
+    def catalog(self) -> SqliteCatalog:
+        from store.sqlite import SqliteCatalog
+
+        return SqliteCatalog(self)
+
+    @functools.cached_property
+    def sources(self) -> SqliteSources:
+        from store.sqlite import SqliteSources
+
+        return SqliteSources(self)
+
+    @functools.cached_property
+    def chunks(self) -> SqliteChunks:
+        from store.sqlite import SqliteChunks
+
+        return SqliteChunks()
+
+    @functools.cached_property
+    def lexical(self) -> SqliteLexical:
+        from store.sqlite import SqliteLexical
+
+        return SqliteLexical()
+
+    @functools.cached_property
+    def vectors(self) -> VectorIndexes:
+        # A derived cache of the catalog: a reader still saves it where the
+        # directory can be written (the next search loads instead of rebuilding).
+        from store.ann import VectorIndexes
+        from store.datadir import can_write
+
+        return VectorIndexes(self.home, read_only=not can_write(self.home))
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """This thread's SQLite connection, opened (and closed after) if it has none."""
+        with thread_connection():
+            yield
+
+    def lock_node(self) -> NodeLock | None:
+        from store.node_lock import NodeLock
+
+        return NodeLock.try_acquire(self.home)
+
+    def node_running(self) -> bool:
+        from store.node_lock import node_running
+
+        return node_running(self.home)
 
     def close(self) -> None:
+        try:
+            if "vectors" in self.__dict__:
+                self.vectors.close()
+        finally:
+            self._close_catalog()
+
+    def _close_catalog(self) -> None:
         # SQLite's advice for long-lived connections: refresh the planner's
         # statistics where they went stale (cheap when nothing changed). A
         # read-only connection leaves that to the writers.

@@ -19,12 +19,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
-import os
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from peewee import BlobField, FloatField, IntegerField, IntegrityError, TextField
 
@@ -32,18 +30,14 @@ from store import Store
 from store.blobs import open_name, seal_name
 from store.catalog import create_document, ensure_collection
 from store.db import database
-from store.errors import NotFound, StoreError
+from store.errors import NotFound, SourceAlreadyRegistered, StoreError
 from store.models import BaseModel, Document, Status, StatusHistory
+from store.records import FileState, PathDocument, RegisteredSource
 
 # Unchanged since the repository table: existing registrations keep their digests.
 _ROOT_DIGEST_LABEL = b"kbtui repository root v1|"
 
 SOURCE_KINDS = ("folder", "file", "git")
-
-# A file whose modification or change time lies within this much of the moment
-# it was read may still change in the same timestamp tick without its look
-# changing: such a look is re-checked by content at the next scan.
-RACY_WINDOW_NS = 2_000_000_000
 
 
 class Source(BaseModel):
@@ -88,71 +82,6 @@ class UnreachableDocument(BaseModel):
 
     class Meta:
         table_name = "unreachable_document"
-
-
-class SourceAlreadyRegistered(StoreError):
-    pass
-
-
-@dataclass(frozen=True)
-class RegisteredSource:
-    id: str
-    kind: str  # folder | file | git
-    collection_id: str
-    name: str
-    root: str  # the real path of the folder, file or working tree
-    include_sensitive: bool
-    watching: bool  # the operator wants it watched (a running node does)
-    watch_state: str | None  # how a running node watches it: events | polling
-    created_at: float
-    last_scan_at: float | None
-    last_scan_status: str | None  # completed | incomplete | unreachable | failed
-    last_commit: str | None
-    # (device, inode) of the directory registered: the folder, the working
-    # tree, or a single file's folder; None for a source registered before it was kept.
-    root_identity: tuple[int, int] | None = None
-    # Why the source cannot be seen now (root_missing, root_replaced,
-    # root_empty, root_unreadable), None when it can; and since when.
-    unreachable_reason: str | None = None
-    unreachable_since: float | None = None
-
-
-@dataclass(frozen=True)
-class FileState:
-    """How a file looked when its bytes were read."""
-
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    device: int
-    checked_ns: int
-
-    @classmethod
-    def of(cls, info: os.stat_result, *, checked_ns: int | None = None) -> FileState:
-        return cls(
-            info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev,
-            time.time_ns() if checked_ns is None else checked_ns,
-        )
-
-    def unchanged(self, info: os.stat_result) -> bool:
-        """True when ``info`` (an ``lstat`` now) shows the same file, unchanged since it was read."""
-        if (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev) != (
-            self.size, self.mtime_ns, self.ctime_ns, self.inode, self.device
-        ):
-            return False
-        return max(self.mtime_ns, self.ctime_ns) < self.checked_ns - RACY_WINDOW_NS
-
-
-@dataclass(frozen=True)
-class PathDocument:
-    """The document a source holds at one relative path."""
-
-    document_id: str
-    content_hash: str
-    status: str
-    size_bytes: int
-    state: FileState | None  # None: never read by a scan (migrated, or adopted)
 
 
 def root_digest(node_key: bytes, root: str) -> str:

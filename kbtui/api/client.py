@@ -37,8 +37,7 @@ if TYPE_CHECKING:
     from kbtui.reads import DocumentDetail, DocumentRow, DocumentText
     from kbtui.retrieval.results import SearchResponse
     from kbtui.sources.sync import SyncReport
-    from store.chunks import ChunkRecord
-    from store.sources import RegisteredSource
+    from store.records import ChunkRecord, RegisteredSource
 
 DEFAULT_TIMEOUT_S = 120.0
 ADD_TIMEOUT_S = 3600.0  # the node reads every file of the add before it answers

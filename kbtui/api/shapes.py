@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kbtui.node import DocumentMatch, NodeStatus, ReindexReport, SourceRow, SourceSync
     from kbtui.reads import ChunkEntry, DocumentDetail, DocumentRow, DocumentText
     from kbtui.sources.sync import SyncReport
-    from store.chunks import ChunkRecord
+    from store.records import ChunkRecord
 
 JSON = dict[str, Any]
 
@@ -139,7 +139,7 @@ def chunk_json(record: ChunkRecord) -> JSON:
 
 
 def chunk_record(data: JSON) -> ChunkRecord:
-    from store.chunks import ChunkRecord
+    from store.records import ChunkRecord
 
     return ChunkRecord(
         collection_id=data["collection"], document_id=data["document_id"], chunk_id=data["chunk_id"],
@@ -330,7 +330,7 @@ def _unreachable_json(row: SourceRow) -> JSON | None:
 
 def source_row(data: JSON) -> SourceRow:
     from kbtui.node import SourceRow
-    from store.sources import RegisteredSource
+    from store.records import RegisteredSource
 
     source = RegisteredSource(
         id=data["source_id"], kind=data["kind"], collection_id=data["collection"], name=data["name"],

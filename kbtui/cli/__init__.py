@@ -73,18 +73,13 @@ def _operator_problem(exc: Exception) -> KbtuiError | StoreError | None:
     """The one-line error for an expected failure (ours, or a condition of the
     machine or the data directory), or None for a bug. Imported here: the
     storage libraries are not loaded by a command that never needed them."""
-    import sqlite3
-
-    import peewee
-
     from kbtui.errors import OPERATOR_ERRORS
-    from store.errors import storage_problem
+    from store.errors import is_database_error, storage_problem
 
     if isinstance(exc, OPERATOR_ERRORS):
         return exc
-    if isinstance(exc, (OSError, peewee.DatabaseError, sqlite3.DatabaseError)):
-        problem = storage_problem(exc) if isinstance(exc, (OSError, peewee.OperationalError)) else None
-        return problem or _machine_problem(exc)
+    if isinstance(exc, OSError) or is_database_error(exc):
+        return storage_problem(exc) or _machine_problem(exc)
     return None
 
 

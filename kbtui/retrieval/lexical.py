@@ -39,11 +39,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kbtui.ports import LexicalIndex
 from kbtui.retrieval.bm25 import CorpusStatistics, completed_scores, idf, upper_bound
 from kbtui.retrieval.fts_query import MAX_REPEATS, STOP_WORDS, QueryTerms
 from kbtui.retrieval.fusion import reciprocal_rank_fusion
 from kbtui.retrieval.results import LexicalPlan
-from store import fts
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def plan_words(
 
 
 def lexical_candidates(
-    terms: QueryTerms, collection_id: str, *, document_id: str | None, limit: int
+    fts: LexicalIndex, terms: QueryTerms, collection_id: str, *, document_id: str | None, limit: int
 ) -> LexicalResult:
     """The lexical arm for ``terms`` in scope, at most ``limit`` chunks, best first."""
     words = list(terms.words)
@@ -130,7 +130,7 @@ def lexical_candidates(
         left_out = tuple(w for w in plan.pruned if w not in STOP_WORDS)
         if left_out and partial:
             try:
-                ranked, exact = _completed(partial, depth, left_out, terms, total)
+                ranked, exact = _completed(fts, partial, depth, left_out, terms, total)
                 plan = replace(plan, completed=left_out, exact=exact)
             except Exception as exc:  # noqa: BLE001 - the FTS5 ranking stands on its own
                 log.warning("lexical completion failed: %s", type(exc).__name__)
@@ -161,7 +161,7 @@ def lexical_candidates(
 
 
 def _completed(
-    partial: list[tuple[int, float]], depth: int, left_out: tuple[str, ...], terms: QueryTerms, generation: int
+    fts: LexicalIndex, partial: list[tuple[int, float]], depth: int, left_out: tuple[str, ...], terms: QueryTerms, generation: int
 ) -> tuple[list[tuple[int, float]], bool]:
     """``partial`` (the best rows by BM25 over the ranked words) with the
     ``left_out`` words' contributions added, best first, and whether its top

@@ -3,9 +3,9 @@
 Query → (query embedding ‖ lexical arm) → vector arm → fusion → optional
 rerank under the latency budget → hydrate → optional neighbour expansion.
 
-The lexical arm runs on a small thread pool with that thread's own SQLite
-connection while the calling thread embeds the query and scans vectors, so
-the embedding round trip overlaps the FTS query. Every arm and the hydration
+The lexical arm runs on a small thread pool in that thread's own store
+session while the calling thread embeds the query and scans vectors, so
+the embedding round trip overlaps the full-text query. Every arm and the hydration
 apply the same scope (collection, optional document, served documents). The
 scope "all collections" (``ALL_COLLECTIONS``) is every collection's own
 scope: each arm runs once per collection and the lists merge by score (BM25
@@ -31,12 +31,12 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, EmbeddingUnavailable
+from kbtui.ports import Storage
 from kbtui.retrieval.fts_query import MAX_QUERY_CHARS, STOP_WORDS, QueryTerms, parse_query
 from kbtui.retrieval.fusion import (
     DEFAULT_FUSION,
@@ -53,25 +53,13 @@ from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from kbtui.retrieval.results import ALL_COLLECTIONS, Hit, Neighbour, SearchExplain, SearchResponse
 from kbtui.retrieval.sections import with_section_openings
 from kbtui.retrieval.snippets import QueryHighlighter
-from store.catalog import list_collections
-from store.chunks import ChunkRecord, section_openers, served_chunks
-from store.db import database
-from store.models import SERVED_DOCUMENT_SQL
-from store.vectors import exact_search, stored_vectors
+from store.records import ChunkRecord
 
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "lexical", "vector")
 NEIGHBOUR_WINDOW = 1
 RERANKER_TARGET = "reranker"
-
-
-class VectorSearch(Protocol):
-    """The semantic arm's entry point (``store.ann.VectorIndexes``, or the exact scan)."""
-
-    def search(
-        self, query: np.ndarray, identity: str, collection_id: str, *, document_id: str | None = None, limit: int = 50
-    ) -> list[tuple[int, float]]: ...
 
 
 @dataclass(frozen=True)
@@ -113,14 +101,14 @@ class SearchService:
         self,
         config: Config,
         embedder: EmbeddingProvider | None,
-        vectors: VectorSearch | None = None,
+        store: Storage,
         *,
         reranker: LlamaServerReranker | None = None,
         request_warm: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.embedder = embedder
-        self.vectors = vectors
+        self.store = store
         self.reranker = reranker
         self.request_warm = request_warm
         self._pool: ThreadPoolExecutor | None = None
@@ -276,7 +264,7 @@ class SearchService:
     def _scopes(self, request: SearchRequest) -> list[str]:
         """The collections the request covers: one, or every collection."""
         if request.collection_id == ALL_COLLECTIONS:
-            return list_collections()
+            return self.store.catalog.list_collections()
         return [request.collection_id]
 
     # ------------------------------------------------------------ the arms
@@ -290,23 +278,21 @@ class SearchService:
     def _lexical_on_own_connection(
         self, terms: QueryTerms, request: SearchRequest, scopes: Sequence[str], pool: int
     ) -> tuple[tuple[LexicalResult | None, dict[int, str]], float]:
-        """The lexical arm on this worker thread's own connection, opened and
-        closed here so it always points at the database the caller uses.
+        """The lexical arm in this worker thread's own store session.
         Several collections: each is searched in its own scope, merged by score."""
         started = time.perf_counter()
         found_in: dict[int, str] = {}
         try:
-            database.connect(reuse_if_open=True)
-            try:
+            with self.store.session():
                 results = []
                 for collection_id in scopes:
-                    found = lexical_candidates(terms, collection_id, document_id=request.document_id, limit=pool)
+                    found = lexical_candidates(
+                        self.store.lexical, terms, collection_id, document_id=request.document_id, limit=pool
+                    )
                     found_in.update((chunk_id, collection_id) for chunk_id, _ in found.ranked)
                     results.append(found)
-            finally:
-                database.close()
             result: LexicalResult | None = _merged_lexical(results, pool)
-        except Exception as exc:  # noqa: BLE001 - SQLite errors echo query words: type only
+        except Exception as exc:  # noqa: BLE001 - database errors echo query words: type only
             log.warning("lexical arm failed: %s", type(exc).__name__)
             result = None
         return (result, found_in), (time.perf_counter() - started) * 1000
@@ -366,12 +352,13 @@ class SearchService:
         """``candidates`` rescored with the cosine of their sections' first
         chunks (:mod:`kbtui.retrieval.sections`); openings not among the
         candidates are read from their stored vectors (same document: same scope)."""
-        openers = section_openers([c for c, _ in candidates])
+        openers = self.store.chunks.section_openers([c for c, _ in candidates])
         missing = {o for o in openers.values() if o not in similarity}
         opening = dict(similarity)
         if missing:
             query = query_vector.astype(np.float32)
-            for chunk_id, vector in stored_vectors(sorted(missing), identity, int(query.shape[0])).items():
+            stored = self.store.vectors.stored_vectors(sorted(missing), identity, int(query.shape[0]))
+            for chunk_id, vector in stored.items():
                 opening[chunk_id] = float(vector @ query)
         return with_section_openings(candidates, openers, opening)
 
@@ -379,9 +366,8 @@ class SearchService:
         self, query_vector: np.ndarray, identity: str, request: SearchRequest, pool: int,
         collection_id: str | None = None,
     ) -> list[tuple[int, float]]:
-        """The one call into the vector store (ANN index when there is one)."""
-        search = self.vectors.search if self.vectors is not None else exact_search
-        return search(
+        """The one call into the vector index."""
+        return self.store.vectors.search(
             query_vector, identity, collection_id or request.collection_id,
             document_id=request.document_id, limit=pool,
         )
@@ -448,14 +434,14 @@ class SearchService:
     ) -> dict[int, ChunkRecord]:
         """The chunks ``chunk_ids`` that are still served in the scope each was found in."""
         if request.collection_id != ALL_COLLECTIONS:
-            return served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
+            return self.store.chunks.served_chunks(list(chunk_ids), request.collection_id, document_id=request.document_id)
         by_collection: dict[str, list[int]] = {}
         for chunk_id in chunk_ids:
             if chunk_id in found_in:
                 by_collection.setdefault(found_in[chunk_id], []).append(chunk_id)
         rows: dict[int, ChunkRecord] = {}
         for collection_id, ids in by_collection.items():
-            rows.update(served_chunks(ids, collection_id, document_id=request.document_id))
+            rows.update(self.store.chunks.served_chunks(ids, collection_id, document_id=request.document_id))
         return rows
 
     def _best_chunk_per_document(
@@ -497,22 +483,16 @@ class SearchService:
             return found
         query = arm.query_vector.astype(np.float32)
         identity = self.embedder.identity.canonical()
-        for chunk_id, vector in stored_vectors(missing, identity, int(query.shape[0])).items():
+        for chunk_id, vector in self.store.vectors.stored_vectors(missing, identity, int(query.shape[0])).items():
             found[chunk_id] = float(vector @ query)
         return found
 
     def _with_neighbours(self, hit: Hit) -> Hit:
-        rows = database.execute_sql(
-            "SELECT c.chunk_uid, c.ordinal, c.heading_path, c.page, c.start_offset, c.end_offset, c.content "
-            "FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-            "JOIN chunk AS t ON t.document_id = c.document_id "
-            "WHERE t.chunk_uid = ? AND c.chunk_uid <> t.chunk_uid "
-            "AND c.ordinal BETWEEN t.ordinal - ? AND t.ordinal + ? "
-            f"AND c.collection_id = ? AND d.collection_id = ? AND {SERVED_DOCUMENT_SQL} "
-            "ORDER BY c.ordinal",
-            [hit.chunk_id, NEIGHBOUR_WINDOW, NEIGHBOUR_WINDOW, hit.collection_id, hit.collection_id],
-        ).fetchall()
-        neighbours = tuple(Neighbour(*row) for row in rows)
+        neighbours = tuple(
+            Neighbour(r.chunk_id, r.ordinal, r.heading_path, r.page, r.start_offset, r.end_offset, r.text)
+            for r in self.store.chunks.neighbours(hit.chunk_id, hit.collection_id, NEIGHBOUR_WINDOW)
+            if r.chunk_id != hit.chunk_id
+        )
         return Hit(**{**hit.__dict__, "neighbors": neighbours})
 
 

@@ -13,26 +13,26 @@ from pathlib import Path
 
 from kbtui.collections import DEFAULT_COLLECTION
 from kbtui.errors import NotFound
+from kbtui.ports import Storage
 from kbtui.sources.git import verify_top_level
 from kbtui.sources.scan import BeforeOpen, ScanLimits
 from kbtui.sources.sync import ProgressCallback, SourceSpec, SyncReport, register_source, sync_source
-from store import Store
-from store import sources as catalog
-from store.sources import RegisteredSource, SourceAlreadyRegistered
+from store.errors import SourceAlreadyRegistered
+from store.records import RegisteredSource
 
 
 def register_repository(
-    store: Store, folder: Path, name: str | None = None, collection_id: str = DEFAULT_COLLECTION
+    store: Storage, folder: Path, name: str | None = None, collection_id: str = DEFAULT_COLLECTION
 ) -> RegisteredSource:
     """Register ``folder`` if git itself says it is a working tree's top level (not scanned yet)."""
     root = verify_top_level(folder)
-    if catalog.sources_at(store, str(root)):
+    if store.sources.sources_at(str(root)):
         raise SourceAlreadyRegistered("that folder is already registered")
     return register_source(store, SourceSpec("git", root), collection_id, name=name)
 
 
 def import_repository(
-    store: Store,
+    store: Storage,
     repository_id: str,
     collection_id: str,
     limits: ScanLimits,
@@ -43,7 +43,7 @@ def import_repository(
     wait_s: float = 0.0,
 ) -> SyncReport:
     """Scan the registered repository ``repository_id`` into ``collection_id``."""
-    source = catalog.get_source(store, repository_id)
+    source = store.sources.get_source(repository_id)
     if source.kind != "git":
         raise NotFound("no such repository")
     return sync_source(
@@ -52,14 +52,14 @@ def import_repository(
     )
 
 
-def repository_source_in(store: Store, source: RegisteredSource, collection_id: str) -> RegisteredSource:
+def repository_source_in(store: Storage, source: RegisteredSource, collection_id: str) -> RegisteredSource:
     """The source of ``collection_id`` for the working tree of ``source``."""
     if source.collection_id == collection_id:
         return source
-    sibling = catalog.find_source(store, source.root, collection_id)
+    sibling = store.sources.find_source(source.root, collection_id)
     if sibling is not None:
         return sibling
-    if source.last_scan_at is None and not catalog.document_counts(source.id):
-        catalog.move_to_collection(source.id, collection_id)
-        return catalog.get_source(store, source.id)
+    if source.last_scan_at is None and not store.sources.document_counts(source.id):
+        store.sources.move_to_collection(source.id, collection_id)
+        return store.sources.get_source(source.id)
     return register_source(store, SourceSpec("git", Path(source.root)), collection_id, name=source.name)

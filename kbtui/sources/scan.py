@@ -51,7 +51,7 @@ from kbtui.sources.git import (
 from kbtui.sources.paths import normalise_source_path
 from kbtui.sources.rules import VIRTUALENV_MARKER, SkipReason, directory_skip_reason, path_skip_reason
 from store.files import SourceRefused, open_source
-from store.sources import FileState
+from store.records import FileState
 
 log = logging.getLogger(__name__)
 

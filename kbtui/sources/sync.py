@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbtui.errors import KbtuiError
+from kbtui.ports import SourceCatalog, Storage
 from kbtui.printable import printable
 from kbtui.sources.git import NotAGitTopLevel, is_top_level, verify_top_level
 from kbtui.sources.rules import SkipReason
@@ -47,11 +48,8 @@ from kbtui.sources.scan import (
     SourceScan,
     SourceUnavailable,
 )
-from store import Store
-from store import sources as catalog
 from store.file_lock import FileLock
-from store.models import NON_TERMINAL
-from store.sources import PathDocument, RegisteredSource
+from store.records import NON_TERMINAL, PathDocument, RegisteredSource
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +279,7 @@ def root_identity(spec: SourceSpec) -> tuple[int, int]:
 
 
 def register_source(
-    store: Store, spec: SourceSpec, collection_id: str, *, name: str | None = None, include_sensitive: bool = False
+    store: Storage, spec: SourceSpec, collection_id: str, *, name: str | None = None, include_sensitive: bool = False
 ) -> RegisteredSource:
     """Register ``spec`` as a source of ``collection_id``. Without a ``name`` the
     folder's (or file's) own name is used, made unique in the collection."""
@@ -290,15 +288,14 @@ def register_source(
     if name is not None:
         label = check_source_name(name)
     else:
-        taken = {s.name for s in catalog.list_sources(store, collection_id)}
+        taken = {s.name for s in store.sources.list_sources(collection_id)}
         # A long file name is cut, not refused: the operator did not choose this label.
         base = check_source_name((printable(spec.root.name).strip() or "source")[: MAX_NAME_LENGTH - 4])
         label, number = base, 1
         while label in taken:
             number += 1
             label = f"{base}-{number}"
-    registered = catalog.register_source(
-        store, kind=spec.kind, root=str(spec.root), collection_id=collection_id, name=label,
+    registered = store.sources.register_source(kind=spec.kind, root=str(spec.root), collection_id=collection_id, name=label,
         include_sensitive=include_sensitive, root_identity=root_identity(spec),
     )
     log.info("source %s registered (%s)", registered.id, spec.kind)
@@ -335,7 +332,7 @@ def _own_data_inside(root: Path, home: Path | None) -> tuple[str, ...]:
 
 
 def sync_source(
-    store: Store,
+    store: Storage,
     source_id: str,
     limits: ScanLimits,
     *,
@@ -357,7 +354,7 @@ def sync_source(
     :class:`SyncFailed` (with the partial report) when the scan stops part-way,
     :class:`SyncInProgress` when another scan of the source still runs after ``wait_s``.
     """
-    source = catalog.get_source(store, source_id)
+    source = store.sources.get_source(source_id)
     guard = nullcontext() if dry_run else _exclusive_sync(store.home, source.id, wait_s)
     with guard:
         return _Sync(store, source, limits, purge, dry_run, before_open, on_progress, prune=prune).run()
@@ -379,7 +376,7 @@ def preview_path(
 class _Sync:
     def __init__(
         self,
-        store: Store | None,
+        store: Storage | None,
         source: RegisteredSource,
         limits: ScanLimits,
         purge: Callable[[str], bool],
@@ -405,12 +402,14 @@ class _Sync:
         # Listed paths that could not be read: path -> skip reason.
         self.unread: dict[str, str] = {}
         self.registered = bool(source.id)
-        self.by_path: dict[str, PathDocument] = catalog.documents_of(source.id) if self.registered else {}
+        self.by_path: dict[str, PathDocument] = (
+            store.sources.documents_of(source.id) if store is not None and self.registered else {}
+        )
 
-    def _written_store(self) -> Store:
-        # Only a dry run (a preview of an unregistered path) goes without a store.
-        assert self.store is not None, "a sync that writes has a store"
-        return self.store
+    def _catalog(self) -> SourceCatalog:
+        # Only a dry run of a path not registered yet goes without a store.
+        assert self.store is not None, "a sync of a registered source has a store"
+        return self.store.sources
 
     def run(self) -> SyncReport:
         root = Path(self.source.root)
@@ -506,19 +505,18 @@ class _Sync:
         path, size = accepted.source_path, len(accepted.data)
         current = self.by_path.get(path)
         if current is None and self.registered:
-            current = catalog.loose_document_at(self.source.collection_id, path)
+            current = self._catalog().loose_document_at(self.source.collection_id, path)
             if current is not None and not self.dry_run:
                 # A document kept from an earlier registration: adopted, not added twice.
-                catalog.adopt_document(self.source.id, current.document_id)
+                self._catalog().adopt_document(self.source.id, current.document_id)
         self.kept.add(path)
         if current is not None and current.content_hash == accepted.content_hash:
             if not self.dry_run:
-                catalog.record_file_state(current.document_id, accepted.state)
+                self._catalog().record_file_state(current.document_id, accepted.state)
             self._unchanged(path, size, current)
             return
         if current is not None:
-            if self.dry_run or catalog.update_source_document(
-                self._written_store(), current.document_id,
+            if self.dry_run or self._catalog().update_source_document(current.document_id,
                 fmt=accepted.fmt, data=accepted.data, content_hash=accepted.content_hash, state=accepted.state,
             ):
                 self.report.record(path, "updated", size, document_id=current.document_id)
@@ -527,8 +525,7 @@ class _Sync:
         previous = self._renamed_from(accepted.content_hash)
         if previous is not None:
             moved = self.by_path[previous]
-            if self.dry_run or catalog.move_source_document(
-                self._written_store(), moved.document_id, source_path=path, state=accepted.state
+            if self.dry_run or self._catalog().move_source_document(moved.document_id, source_path=path, state=accepted.state
             ):
                 self.moved_from.add(previous)
                 self.report.record(path, "renamed", size, document_id=moved.document_id, previous_path=previous)
@@ -538,8 +535,7 @@ class _Sync:
         if self.dry_run:
             self.report.record(path, "added", size)
             return
-        document_id = catalog.add_source_document(
-            self._written_store(), self.source.id, self.source.collection_id,
+        document_id = self._catalog().add_source_document(self.source.id, self.source.collection_id,
             source_path=path, display_name=path, fmt=accepted.fmt,
             data=accepted.data, content_hash=accepted.content_hash, state=accepted.state,
         )
@@ -572,7 +568,7 @@ class _Sync:
         self, reason: str | None, documents: dict[str, str] | None, identity: tuple[int, int] | None
     ) -> None:
         if self.registered and not self.dry_run:
-            catalog.record_reachability(self.source.id, reason=reason, documents=documents, root_identity=identity)
+            self._catalog().record_reachability(self.source.id, reason=reason, documents=documents, root_identity=identity)
 
     def _failed(self, exc: Exception, consequence: str = "nothing was removed") -> SyncFailed:
         # The caller hears of it (SyncFailed); the log keeps the kind of error for the operator.
@@ -581,8 +577,7 @@ class _Sync:
 
     def _record(self, status: str, report: SyncReport | None = None, head: str | None = None) -> None:
         if self.registered and not self.dry_run and self.store is not None:
-            catalog.record_scan(
-                self.store, self.source.id, status,
+            self.store.sources.record_scan(self.source.id, status,
                 report_json=report.changes_json() if report is not None else None, last_commit=head,
             )
 

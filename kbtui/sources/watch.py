@@ -35,12 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbtui.errors import OPERATOR_ERRORS
+from kbtui.ports import Storage
 from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import SyncFailed, SyncInProgress, sync_source
-from store import Store
-from store import sources as catalog
-from store.db import thread_connection
-from store.sources import RegisteredSource
+from store.records import RegisteredSource
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +165,7 @@ class SourceWatcher:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         *,
         limits: ScanLimits,
         purge: Callable[[str], bool],
@@ -216,7 +214,7 @@ class SourceWatcher:
     # ------------------------------------------------------------ the loop
 
     def _run(self) -> None:
-        with thread_connection():
+        with self.store.session():
             try:
                 while not self._stop.is_set():
                     try:
@@ -226,17 +224,17 @@ class SourceWatcher:
                         self._stop.wait(self.refresh_s)
             finally:
                 try:
-                    catalog.clear_watch_states()
+                    self.store.sources.clear_watch_states()
                 except Exception as exc:  # noqa: BLE001 - a read-only or full disk at shutdown
                     log.warning("could not clear the sources' watch state (%s)", type(exc).__name__)
 
     def _watch_once(self) -> None:
         """Set up for the current registrations, catch up, then follow events until they change."""
-        stamp = catalog.registration_stamp()
-        sources = {s.id: s for s in catalog.watched_sources(self.store)}
+        stamp = self.store.sources.registration_stamp()
+        sources = {s.id: s for s in self.store.sources.watched_sources()}
         modes = {source_id: self._mode_for(source) for source_id, source in sources.items()}
-        catalog.clear_watch_states()
-        catalog.set_watch_state(modes)
+        self.store.sources.clear_watch_states()
+        self.store.sources.set_watch_state(modes)
         for source_id in sources:
             if self._stop.is_set():
                 return
@@ -260,7 +258,7 @@ class SourceWatcher:
                 retry = {i for i in sorted(due) if not self._sync(i)}
                 for i in polling.keys() & due:
                     polling[i] = time.monotonic() + self.poll_interval_s
-                if catalog.registration_stamp() != stamp:
+                if self.store.sources.registration_stamp() != stamp:
                     return
         finally:
             for thread in threads:

@@ -22,7 +22,7 @@ from kbtui.reads import DocumentText, title_for
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.tools import schemas
 from kbtui.tools.fencing import CONTENT_TRUST, Fence
-from store.chunks import ChunkRecord
+from store.records import ChunkRecord
 
 log = logging.getLogger(__name__)
 

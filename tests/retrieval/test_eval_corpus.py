@@ -102,7 +102,7 @@ def corpus(tmp_path_factory):
     config = Config(home=home / "kb", embedding_provider="hash")
     node = Node.open(config)
     node.embedder = ConceptEmbedder()
-    node.searcher = SearchService(config, node.embedder)
+    node.searcher = SearchService(config, node.embedder, node.store)
     ids = {key: add_and_index(node, home, f"{key}.md", text) for key, text in DOCUMENTS.items()}
     yield node, ids
     node.close()

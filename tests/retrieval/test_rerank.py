@@ -82,7 +82,7 @@ def documents(indexed):
 
 def service(node, url, warms, **config):
     cfg = dataclasses.replace(node.config, reranker_url=url, **config)
-    return SearchService(cfg, node.embedder, reranker=LlamaServerReranker(url), request_warm=warms.append)
+    return SearchService(cfg, node.embedder, node.store, reranker=LlamaServerReranker(url), request_warm=warms.append)
 
 
 def test_a_live_reranker_reorders_the_fused_pool(node, documents, rerank_server):

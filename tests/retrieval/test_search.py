@@ -92,7 +92,7 @@ def test_hits_carry_provenance_and_per_arm_ranks(node, corpus):
 
 
 def test_a_stopped_embedder_degrades_to_lexical_only(node, corpus):
-    service = SearchService(node.config, StoppedEmbedder())
+    service = SearchService(node.config, StoppedEmbedder(), node.store)
     try:
         response = service.search(SearchRequest("ed25519 keys", "DEFAULT"))
     finally:
@@ -100,7 +100,7 @@ def test_a_stopped_embedder_degrades_to_lexical_only(node, corpus):
     assert response.degraded == ["embedder_unavailable"]
     assert response.hits and response.hits[0].document_id == corpus["ssh"]
     assert all(h.vector_rank is None for h in response.hits)
-    no_embedder = SearchService(node.config, None)
+    no_embedder = SearchService(node.config, None, node.store)
     try:
         assert no_embedder.search(SearchRequest("ed25519", "DEFAULT")).degraded == ["embedder_unavailable"]
     finally:

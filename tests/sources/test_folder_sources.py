@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kbtui.follow import follow_documents
+from kbtui.follow import counting_in, follow_documents
 from store.models import Chunk, Document
 from tests.conftest import write
 from tests.faults.processes import kbtui_env
@@ -115,7 +115,7 @@ def test_following_repeated_ids_counts_each_document_once(node, tmp_path):
     ids = list(report.report.pending_document_ids)
     node.index_and_follow(ids, show_progress=False)
     started = time.monotonic()
-    result = follow_documents(ids + ids, show_progress=False, stall_timeout_s=30)
+    result = follow_documents(ids + ids, show_progress=False, stall_timeout_s=30, count=counting_in(node.store.catalog))
     assert not result.stalled and result.counts == {"Indexed": 2}
     assert time.monotonic() - started < 5
 

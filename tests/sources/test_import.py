@@ -16,8 +16,8 @@ from kbtui.sources.sync import SyncInProgress as ImportInProgress
 from kbtui.sources.sync import _exclusive_sync as _exclusive_import
 from store import sources
 from store.catalog import set_status
+from store.errors import SourceAlreadyRegistered as RepositoryAlreadyRegistered
 from store.models import Chunk, Document, Status, StatusHistory
-from store.sources import SourceAlreadyRegistered as RepositoryAlreadyRegistered
 from tests.sources.conftest import DEFAULT_LIMITS, GitTree, import_and_index, outcomes, register, skipped
 
 
@@ -160,9 +160,7 @@ def test_rows_keep_relative_paths_only(node, tree):
     assert str(tree.root) not in document.source_path
     assert {c.source_path for c in Chunk.select()} == {"a/b/c.md"}
     # The operator sees the relative path as the document's name.
-    from store.catalog import display_name
-
-    assert display_name(node.store, document) == "a/b/c.md"
+    assert node.display_names([document.id]) == {document.id: "a/b/c.md"}
 
 
 # ---------------------------------------------------------------- re-imports
@@ -260,7 +258,7 @@ def test_a_reimport_that_removes_a_file_leaves_no_label_in_the_vector_index(node
     doomed = rows()["doomed.md"]
     doomed_chunks = {c.id for c in Chunk.select(Chunk.id).where(Chunk.document == doomed.id)}
     assert node.search("deleted soon", "DEFAULT").hits  # the vector arm opened the ANN index
-    index = node.vectors.index_for(doomed.vector_identity, doomed.vector_dim)
+    index = node.store.vectors.index_for(doomed.vector_identity, doomed.vector_dim)
     assert index.ready and doomed_chunks <= index.consistency().index_ids
 
     tree.git("rm", "-q", "doomed.md")

@@ -98,7 +98,7 @@ class DownEmbedder:
 
 
 def test_a_down_embedder_is_said_plainly_and_words_still_match(indexed_node, utc):
-    indexed_node.searcher = SearchService(indexed_node.config, DownEmbedder(indexed_node.embedder), indexed_node.vectors)
+    indexed_node.searcher = SearchService(indexed_node.config, DownEmbedder(indexed_node.embedder), indexed_node.store)
     app = make_app(indexed_node, fast_options(run_node=False))
 
     async def run() -> None:

@@ -21,7 +21,7 @@ from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import inert
 from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
 from kbtui.tui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
-from store.chunks import ChunkRecord
+from store.records import ChunkRecord
 
 NEIGHBOUR_WINDOW = 1
 

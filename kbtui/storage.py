@@ -1,0 +1,15 @@
+"""Opening the knowledge base a configuration names: SQLite in the data
+directory (the embedded default), or PostgreSQL when ``database_url`` (or
+``KBTUI_DATABASE_URL``) names a server."""
+
+from __future__ import annotations
+
+from kbtui.config import Config
+from kbtui.ports import Storage
+
+
+def open_storage(config: Config, *, read_only: bool = False) -> Storage:
+    """The store of ``config``'s knowledge base, checked and ready (see :func:`store.open_store`)."""
+    from store import open_store
+
+    return open_store(config.home, read_only=read_only)
