@@ -173,7 +173,9 @@ def test_a_word_left_out_by_the_row_budget_still_counts_exactly(node, indexed, m
     indexed("target.md", "# Target\n\nThe widget manual flux capacitor.")
     fts.forget_row_counts()
     monkeypatch.setattr(lexical, "ROW_BUDGET", 3)  # "widget" and "manual" are now too common to rank
-    result = lexical.lexical_candidates(parse_query("widget manual flux"), "DEFAULT", document_id=None, limit=20)
+    result = lexical.lexical_candidates(
+        node.store.lexical, parse_query("widget manual flux"), "DEFAULT", document_id=None, limit=20
+    )
     assert "widget" in result.plan.completed and result.plan.ranked == ("flux",)
     expression = " OR ".join(f'"{w}"' for w in ("widget", "manual", "flux"))
     exact = database.execute_sql(
