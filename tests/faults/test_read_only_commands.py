@@ -144,11 +144,12 @@ def test_a_read_in_a_missing_data_directory_says_there_is_no_knowledge_base(home
 
 
 def _make_schema_older(home: Path) -> None:
-    """Undo the latest migration (sources), as if an older kbtui had written this catalog."""
+    """Undo the migrations from sources on (6 and later), as if an older kbtui had written this catalog."""
     from store.migrations import m0002_repositories
 
     with sqlite3.connect(home / "kb.sqlite3") as conn:
         for statement in (
+            "DROP TABLE unreachable_document",
             "DROP TABLE source_file",
             "DROP INDEX document_source_file",
             "DROP INDEX document_loose_path",
@@ -160,7 +161,7 @@ def _make_schema_older(home: Path) -> None:
             "DROP TABLE source",
         ):
             conn.execute(statement)
-        conn.execute("DELETE FROM schema_version WHERE version = ?", (LATEST_VERSION,))
+        conn.execute("DELETE FROM schema_version WHERE version >= 6")
 
 
 def test_a_read_upgrades_an_older_schema_once_and_then_never_writes(home, knowledge_base):

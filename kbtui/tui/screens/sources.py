@@ -89,7 +89,8 @@ class SourcesScreen(KbtuiScreen):
         Binding("s", "sync", "Sync now", id="sources.sync"),
         Binding("w", "toggle_watch", "Watch on/off", id="sources.watch"),
         Binding("x", "remove", "Remove", id="sources.remove", tooltip="Remove the source and its documents"),
-        Binding("P", "prune", "Prune", id="sources.prune",
+        # Off the footer (it is for a rare, deliberate act): the scan summary names it when it applies.
+        Binding("P", "prune", "Prune", id="sources.prune", show=False,
                 tooltip="Remove the documents whose files cannot be seen (unreachable)"),
     ]
 
