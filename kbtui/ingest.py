@@ -6,6 +6,7 @@ atomic index commit live in ``actors/embedder.py`` and ``actors/indexer.py``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -14,6 +15,7 @@ from kbtui.config import Config
 from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
+from store.extractions import record_extraction
 
 
 class DocumentFacts(Protocol):
@@ -44,8 +46,14 @@ class Chunked:
     chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
-def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list[Element]:
-    """Decrypt the document and parse it in a killable worker under the configured limits."""
+def extract_stage(
+    store: Store, config: Config, document: DocumentFacts, on_ocr_page: Callable[[int], None] | None = None
+) -> list[Element]:
+    """Decrypt the document and parse it in a killable worker under the configured limits.
+
+    Which parser read it and what OCR made of each page it ran on are
+    recorded whatever comes of the later stages (``on_ocr_page`` is told
+    each page number as its OCR starts)."""
     try:
         max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)
         data = store.blobs.read_bytes(document.document_id, max_bytes=max_bytes)
@@ -54,9 +62,11 @@ def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list
     except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
     try:
-        return extract_isolated(data, document.format, config.extraction)
+        extraction = extract_isolated(data, document.format, config.extraction, config.ocr, on_ocr_page)
     except ExtractionFailed as exc:
         raise StageFailed(exc.code) from None
+    record_extraction(document.document_id, PARSER_VERSION, extraction.ocr_pages)
+    return extraction.elements
 
 
 def chunk_stage(

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kbtui.extract import (
@@ -34,9 +35,13 @@ from kbtui.extract import (
     EXTRACT_CRASHED,
     EXTRACT_TIMEOUT,
     EXTRACT_UNAVAILABLE,
+    OCR_REASONS,
     Element,
+    Extraction,
     ExtractionFailed,
     ExtractionLimits,
+    OcrSettings,
+    PageOcr,
 )
 from kbtui.extract.worker import FRAME_HEADER
 
@@ -52,7 +57,9 @@ KNOWN_CODES = frozenset(
         "extract_timeout", "extract_too_large", "extract_unsupported", "extract_corrupt",
         "extract_encrypted", "extract_unsafe", "extract_crashed", "binary_content",
     }
-)
+) | OCR_REASONS
+# Past a page's own OCR timeout, for the worker to give the page up and read on.
+OCR_PAGE_GRACE_SECONDS = 10.0
 _ELEMENT_KINDS = frozenset({"heading", "paragraph", "list_item", "table", "code"})
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -100,14 +107,21 @@ class ExtractionWorker:
         )
         self._served = 0
 
-    def extract(self, data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
+    def extract(
+        self,
+        data: bytes,
+        fmt: str,
+        limits: ExtractionLimits,
+        ocr: OcrSettings,
+        on_ocr_page: Callable[[int], None] | None = None,
+    ) -> Extraction:
         """Send one document; raise :class:`ExtractionFailed` on failure or deadline."""
         self.start()
         process = self._process
         assert process is not None and process.stdin is not None and process.stdout is not None
         self._served += 1
         header = json.dumps(
-            {"format": fmt, "limits": dataclasses.asdict(limits), "size": len(data)}
+            {"format": fmt, "limits": dataclasses.asdict(limits), "ocr": dataclasses.asdict(ocr), "size": len(data)}
         ).encode()
         try:
             for payload in (header, data):
@@ -118,12 +132,23 @@ class ExtractionWorker:
             self._kill(EXTRACT_CRASHED)
             raise ExtractionFailed(EXTRACT_CRASHED) from None
         deadline = time.monotonic() + limits.deadline_seconds(len(data))
-        reply = self._read_frame(process, deadline)
-        try:
-            message = json.loads(reply)
-        except ValueError:
-            self._kill(EXTRACT_CORRUPT)
-            raise ExtractionFailed(EXTRACT_CORRUPT) from None
+        # Each page OCR starts on may run for its own timeout; all of them for
+        # the document's OCR budget at most.
+        page_allowance = ocr.page_timeout_seconds + OCR_PAGE_GRACE_SECONDS
+        latest = deadline + ocr.document_timeout_seconds + page_allowance
+        while True:
+            reply = self._read_frame(process, deadline)
+            try:
+                message = json.loads(reply)
+            except ValueError:
+                self._kill(EXTRACT_CORRUPT)
+                raise ExtractionFailed(EXTRACT_CORRUPT) from None
+            page = message.get("ocr_page") if isinstance(message, dict) else None
+            if type(page) is not int:
+                break
+            deadline = max(deadline, min(time.monotonic() + page_allowance, latest))
+            if on_ocr_page is not None:
+                on_ocr_page(page)
         if isinstance(message, dict) and message.get("retire") is True:
             self.stop()  # it is exiting: wait for it, so the next document gets a new one
         return _decode_reply(message)
@@ -181,8 +206,8 @@ class ExtractionWorker:
         self._kill()
 
 
-def _decode_reply(message: object) -> list[Element]:
-    """Turn a worker's parsed JSON reply into elements, trusting nothing about its shape."""
+def _decode_reply(message: object) -> Extraction:
+    """Turn a worker's parsed JSON reply into elements and page reports, trusting nothing about its shape."""
     try:
         if not isinstance(message, dict):
             raise TypeError("reply is not an object")
@@ -201,7 +226,17 @@ def _decode_reply(message: object) -> list[Element]:
                     symbol=None if symbol is None else str(symbol),
                 )
             )
-        return elements
+        pages = []
+        for page, confidence, words, seconds, reason in message["ocr_pages"]:
+            if reason is not None and reason not in OCR_REASONS:
+                raise ValueError("bad page reason")
+            pages.append(
+                PageOcr(
+                    int(page), confidence=None if confidence is None else float(confidence),
+                    words=int(words), seconds=float(seconds), reason=reason,
+                )
+            )
+        return Extraction(elements, tuple(pages))
     except ExtractionFailed:
         raise
     except (ValueError, KeyError, TypeError):
@@ -223,11 +258,18 @@ class ExtractionPool:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    def extract(self, data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
+    def extract(
+        self,
+        data: bytes,
+        fmt: str,
+        limits: ExtractionLimits,
+        ocr: OcrSettings | None = None,
+        on_ocr_page: Callable[[int], None] | None = None,
+    ) -> Extraction:
         """Extract one document in the next free worker (waiting for one)."""
         worker = self._acquire()
         try:
-            return worker.extract(data, fmt, limits)
+            return worker.extract(data, fmt, limits, ocr or OcrSettings(), on_ocr_page)
         finally:
             if self.closed:
                 worker.stop()
