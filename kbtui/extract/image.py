@@ -20,7 +20,7 @@ from kbtui.extract.ocr import OCR_IMAGE_TOO_LARGE, OCR_NO_TEXT, OcrRun, page_ima
 
 # Pillow's plug-ins for the formats of the readers table: a file that says it
 # is a PNG but holds another format Pillow knows is not parsed by that plug-in.
-IMAGE_FORMATS = ("PNG", "JPEG", "MPO", "TIFF", "WEBP", "BMP", "DIB")
+IMAGE_FORMATS = ("PNG", "JPEG", "TIFF", "WEBP", "BMP", "DIB")
 
 
 def read_image(data: bytes, limits: ExtractionLimits, ocr: OcrRun) -> list[Element]:

@@ -50,7 +50,7 @@ class ExtractionLimits:
 
 
 # Tesseract language codes (eng, deu, chi_sim, script/Latin) joined by "+".
-_LANGUAGES = re.compile(r"[A-Za-z0-9_/-]+(\+[A-Za-z0-9_/-]+)*")
+_LANGUAGES = re.compile(r"[A-Za-z0-9_]+(/[A-Za-z0-9_]+)?(\+[A-Za-z0-9_]+(/[A-Za-z0-9_]+)?)*")
 
 
 @dataclass(frozen=True)

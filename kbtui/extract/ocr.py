@@ -86,8 +86,8 @@ class OcrRun:
     """OCR of one document's page images under the [ocr] bounds.
 
     Collects a :class:`PageOcr` per page in ``pages``; ``on_page`` is told a
-    page's number before its OCR starts (the worker turns that into a
-    heartbeat, so the parent extends its deadline page by page).
+    page's number before its images are decoded and OCR'd (the worker turns
+    that into a heartbeat, so the parent extends its deadline page by page).
     """
 
     settings: OcrSettings
@@ -123,6 +123,8 @@ class OcrRun:
         settings = self.settings
         if not settings.enabled:
             raise PageSkipped(OCR_OFF)
+        if self.on_page is not None:
+            self.on_page(page)
         if not tesseract_languages_installed(settings.languages):
             raise PageSkipped(OCR_UNAVAILABLE)
         paragraphs: list[_Paragraph] = []
@@ -134,8 +136,6 @@ class OcrRun:
             page_left = settings.page_timeout_seconds - elapsed  # a page of several images shares it
             if page_left <= 0:
                 raise PageSkipped(OCR_TIMEOUT)
-            if self.on_page is not None:
-                self.on_page(page)
             tsv = run_tesseract(image, settings, min(page_left, document_left))
             paragraphs.extend(_paragraphs(tsv))
         return paragraphs

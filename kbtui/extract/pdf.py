@@ -28,7 +28,7 @@ from pypdf.errors import (
     PyPdfError,
     WrongPasswordError,
 )
-from pypdf.generic import Destination
+from pypdf.generic import Destination, DictionaryObject
 
 from kbtui.extract import OCR_IMAGE_TOO_LARGE, OCR_IMAGE_UNREADABLE, Element, ExtractionFailed
 from kbtui.extract.collect import ElementCollector
@@ -116,20 +116,35 @@ def _has_images(page: PageObject) -> bool:
 
 
 def _page_images(page: PageObject, max_pixels: int) -> Iterator[Image.Image]:
-    """The page's images worth OCR, decoded one at a time under the pixel cap."""
+    """The page's images worth OCR, decoded one at a time, each only once its
+    declared size is known to be under the pixel cap."""
     for name in page.images.keys():  # noqa: SIM118 - a lazy list of images, not a dict
         try:
+            if _declared_pixels(page, name) > max_pixels:
+                raise PageSkipped(OCR_IMAGE_TOO_LARGE)
             image = page.images[name].image
         except PageSkipped:
             raise
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-            raise PageSkipped(OCR_IMAGE_TOO_LARGE) from None
-        except LimitReachedError:
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning, LimitReachedError):
             raise PageSkipped(OCR_IMAGE_TOO_LARGE) from None
         except Exception:  # noqa: BLE001 - pypdf and Pillow raise many kinds on a bad image
             raise PageSkipped(OCR_IMAGE_UNREADABLE) from None
-        if image is not None and large_enough(image):
+        if image is None:  # pypdf could not decode it (it says why only in a log)
+            raise PageSkipped(OCR_IMAGE_UNREADABLE)
+        if large_enough(image):
             yield page_image(image, max_pixels)
+
+
+def _declared_pixels(page: PageObject, name: str | list[str]) -> int:
+    """Width x height an image XObject declares (0 for an inline image, which
+    Pillow's own cap guards when pypdf decodes it)."""
+    path = name if isinstance(name, list) else [name]
+    if path[0].startswith("~"):
+        return 0
+    holder: DictionaryObject = page
+    for key in path:
+        holder = holder["/Resources"].get_object()["/XObject"].get_object()[key].get_object()
+    return int(holder.get("/Width", 0)) * int(holder.get("/Height", 0))
 
 
 def _add_paragraphs(out: ElementCollector, text: str, page: int) -> None:
