@@ -67,6 +67,7 @@ from store.chunks import ChunkRecord
 from store.datadir import can_write
 from store.db import thread_connection
 from store.doctor import PROBLEM, Examination, examination_json, examine
+from store.extractions import low_confidence_document_ids
 from store.models import Document, Status
 from store.node_lock import node_running
 from store.sources import RegisteredSource
@@ -469,6 +470,11 @@ class Node:
     def detail(self, document_id: str) -> DocumentDetail | None:
         """Row, versions, history, sections and chunks of one document (None if gone)."""
         return load_document_detail(self.names, document_id)
+
+    @_connected
+    def ocr_low_document_ids(self, collection_id: str | None = None) -> list[str]:
+        """Documents with a page OCR read under [ocr] low_confidence (``kbtui ls --ocr-low``)."""
+        return low_confidence_document_ids(self.config.ocr.low_confidence, collection_id)
 
     @_connected
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:

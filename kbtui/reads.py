@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from actors.events import AdmissionChanged
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.printable import printable
+from kbtui.reasons import explain_reason
 from store import Store
 from store.blobs import open_name
 from store.chunks import CHUNK_COLUMNS, SCOPED_SQL, ChunkRecord, chunk_record
 from store.db import database
+from store.extractions import ocr_pages
 from store.models import SERVED_DOCUMENT_SQL, Chunk, Document, Section, StatusHistory
 from store.models import Status as Status  # re-exported: the statuses, for faces that name them
 
@@ -214,8 +216,30 @@ class ChunkEntry:
 
 
 @dataclass(frozen=True)
+class OcrPageEntry:
+    """A page OCR ran on at the last extraction: its mean word confidence (0..1),
+    or the reason it gave no text."""
+
+    page: int
+    confidence: float | None
+    words: int
+    reason: str | None
+
+    def low(self, threshold: float) -> bool:
+        """Whether the page is flagged: read, but with a mean confidence under ``threshold``."""
+        return self.confidence is not None and self.confidence < threshold
+
+    def describe(self, threshold: float) -> str:
+        """``page 3: confidence 0.93, 412 words`` (``, low`` when flagged), or why it gave no text."""
+        if self.confidence is None:
+            return f"page {self.page}: no text, {self.reason or '-'} ({explain_reason(self.reason)})"
+        flag = ", low" if self.low(threshold) else ""
+        return f"page {self.page}: confidence {self.confidence:.2f}, {self.words} words{flag}"
+
+
+@dataclass(frozen=True)
 class DocumentDetail:
-    """Everything about one document: its row, versions, history, sections, chunks."""
+    """Everything about one document: its row, versions, history, sections, chunks, OCR'd pages."""
 
     row: DocumentRow
     vector_dim: int | None
@@ -224,6 +248,7 @@ class DocumentDetail:
     history: tuple[HistoryEntry, ...]
     sections: tuple[SectionEntry, ...]
     chunks: tuple[ChunkEntry, ...]
+    ocr_pages: tuple[OcrPageEntry, ...] = ()
 
     @property
     def document_id(self) -> str:
@@ -269,8 +294,10 @@ def load_document_detail(names: NameCache, document_id: str) -> DocumentDetail |
                    printable(" ".join(content[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
         for ordinal, uid, heading, kind, page, start, end, tokens, content in chunk_query.tuples()
     )
+    ocr = tuple(OcrPageEntry(p.page, p.confidence, p.words, p.reason) for p in ocr_pages(document_id))
     return DocumentDetail(
-        found[0], vector_dim, parser_version, chunker_version, history=history, sections=sections, chunks=chunks
+        found[0], vector_dim, parser_version, chunker_version, history=history, sections=sections, chunks=chunks,
+        ocr_pages=ocr,
     )
 
 

@@ -17,6 +17,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator
 from io import BytesIO
+from typing import Any
 
 from PIL import Image
 from pypdf import PageObject, PdfReader, apply_configuration, get_configuration
@@ -28,7 +29,7 @@ from pypdf.errors import (
     PyPdfError,
     WrongPasswordError,
 )
-from pypdf.generic import Destination, DictionaryObject
+from pypdf.generic import Destination
 
 from kbtui.extract import OCR_IMAGE_TOO_LARGE, OCR_IMAGE_UNREADABLE, Element, ExtractionFailed
 from kbtui.extract.collect import ElementCollector
@@ -141,7 +142,7 @@ def _declared_pixels(page: PageObject, name: str | list[str]) -> int:
     path = name if isinstance(name, list) else [name]
     if path[0].startswith("~"):
         return 0
-    holder: DictionaryObject = page
+    holder: Any = page
     for key in path:
         holder = holder["/Resources"].get_object()["/XObject"].get_object()[key].get_object()
     return int(holder.get("/Width", 0)) * int(holder.get("/Height", 0))
