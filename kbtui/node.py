@@ -67,7 +67,7 @@ from store.chunks import ChunkRecord
 from store.datadir import can_write
 from store.db import thread_connection
 from store.doctor import PROBLEM, Examination, examination_json, examine
-from store.extractions import low_confidence_document_ids
+from store.extractions import low_confidence_document_ids, ocr_pages_read_recently
 from store.models import Document, Status
 from store.node_lock import node_running
 from store.sources import RegisteredSource
@@ -528,6 +528,7 @@ class Node:
             collections=tuple(catalog.list_collections()),
             node_running=running,
             indexed_chunks=indexed_chunk_total(collection_id),
+            ocr_pages_last_minute=ocr_pages_read_recently(collection_id),
         )
 
     @_connected

@@ -180,6 +180,7 @@ class CatalogSnapshot:
     collections: tuple[str, ...]
     node_running: bool
     indexed_chunks: int = 0
+    ocr_pages_last_minute: int = 0  # pages OCR read text from, in the last minute's extractions
 
 
 # ---------------------------------------------------------------- document detail
@@ -235,6 +236,22 @@ class OcrPageEntry:
             return f"page {self.page}: no text, {self.reason or '-'} ({explain_reason(self.reason)})"
         flag = ", low" if self.low(threshold) else ""
         return f"page {self.page}: confidence {self.confidence:.2f}, {self.words} words{flag}"
+
+
+def ocr_summary(pages: Sequence[OcrPageEntry], threshold: float) -> str:
+    """One line on what OCR made of a document's pages, e.g. ``3 of 4 pages read,
+    mean confidence 0.93; low: p.2; no text: p.4 ocr_no_text``."""
+    read = [p for p in pages if p.confidence is not None]
+    parts = [f"{len(read)} of {len(pages)} pages read"]
+    if read:
+        parts[0] += f", mean confidence {sum(p.confidence or 0.0 for p in read) / len(read):.2f}"
+    low = [f"p.{p.page}" for p in read if p.low(threshold)]
+    if low:
+        parts.append("low: " + ", ".join(low))
+    skipped = [f"p.{p.page} {p.reason}" for p in pages if p.confidence is None]
+    if skipped:
+        parts.append("no text: " + ", ".join(skipped))
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -86,15 +86,16 @@ def low_confidence_document_ids(threshold: float, collection_id: str | None = No
     return [row[0] for row in rows]
 
 
-def ocr_totals_since(since: float) -> tuple[int, float]:
-    """Pages OCR'd by the extractions recorded since ``since`` (epoch seconds), and the seconds they took."""
+def ocr_pages_read_recently(collection_id: str, window_s: float = 60.0) -> int:
+    """Pages OCR read text from in the collection's extractions of the last ``window_s`` seconds."""
     row = database.execute_sql(
-        "SELECT count(*), coalesce(sum(p.seconds), 0) FROM ocr_page p"
-        " JOIN document_extraction e ON e.document_id = p.document_id"
-        " WHERE e.extracted_at >= ? AND p.confidence IS NOT NULL",
-        (since,),
+        "SELECT count(*) FROM document_extraction e"
+        " JOIN document d ON d.id = e.document_id"
+        " JOIN ocr_page p ON p.document_id = e.document_id"
+        " WHERE e.extracted_at >= ? AND d.collection_id = ? AND p.confidence IS NOT NULL",
+        (time.time() - window_s, collection_id),
     ).fetchone()
-    return int(row[0]), float(row[1])
+    return int(row[0])
 
 
 def no_text_document_ids(parser_version: int, limit: int) -> list[str]:

@@ -27,7 +27,7 @@ from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
 from kbtui.node import DocumentMatch, SourceSync
 from kbtui.printable import human_size, printable
-from kbtui.reads import DocumentRow, Status, is_interrupted
+from kbtui.reads import DocumentRow, Status, is_interrupted, ocr_summary
 from kbtui.reasons import INTERRUPTED, explain_reason
 from kbtui.sources.sync import SyncFailed
 
@@ -286,7 +286,7 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
     for s in detail.sections[:50]:
         stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
     if detail.ocr_pages:
-        stdout.print(f"\n[bold]OCR'd pages[/] ({len(detail.ocr_pages)})")
+        stdout.print(f"\n[bold]OCR'd pages[/] ({len(detail.ocr_pages)}): {escape(ocr_summary(detail.ocr_pages, low_confidence))}")
         for page in detail.ocr_pages:
             stdout.print(f"  {escape(page.describe(low_confidence))}")
     return 0

@@ -30,4 +30,6 @@ STATEMENTS = [
         PRIMARY KEY (document_id, page)
     ) WITHOUT ROWID
     """,
+    # The ingestion view's OCR rate counts the pages of recent extractions.
+    "CREATE INDEX document_extraction_at ON document_extraction(extracted_at)",
 ]

@@ -19,6 +19,9 @@ import pytest
 from actors.events import ScanForStale
 from kbtui.config import Config
 from kbtui.extract import OcrSettings
+from kbtui.node import Node
+from kbtui.tui.screens.document import metadata_text
+from kbtui.tui.widgets.ingest_header import IngestView, header_text
 from store import catalog
 from store.db import database
 from store.models import Document
@@ -83,7 +86,7 @@ def test_scans_are_indexed_and_found_by_a_sentence_with_the_network_blocked(home
     assert (pages[2]["confidence"], pages[2]["reason"]) == (None, "ocr_no_text")
 
 
-def test_low_confidence_pages_are_flagged_and_listed(run_cli, tmp_path):
+def test_low_confidence_pages_are_flagged_and_listed(run_cli, home, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     page = text_page([ROTATION, PAYROLL])
@@ -100,6 +103,19 @@ def test_low_confidence_pages_are_flagged_and_listed(run_cli, tmp_path):
     assert faint["low_confidence"] and faint["confidence"] < 0.7
     text = run_cli("show", "clean.png").out
     assert "OCR'd pages (1)" in text and "page 1: confidence 0.9" in text and ", low" not in text
+
+    # The detail view flags the page; the ingestion header has OCR's own rate.
+    node = Node.open(Config.load(home), read_only=True)
+    try:
+        [faint_id] = node.ocr_low_document_ids()
+        assert "1 of 1 pages read" in metadata_text(node.detail(faint_id), 0.7).plain
+        assert "low: p.1" in metadata_text(node.detail(faint_id), 0.7).plain
+        read_recently = node.snapshot("DEFAULT", with_queue=False).ocr_pages_last_minute
+    finally:
+        node.close()
+    assert read_recently == 2
+    view = IngestView("node", "DEFAULT", None, ocr_pages_per_min=read_recently)
+    assert "OCR 2 pages/min" in header_text(view, wide=True).plain
 
 
 def test_a_scan_that_failed_as_no_text_before_ocr_is_read_again_after_the_upgrade(make_node, home, tmp_path):
