@@ -6,7 +6,6 @@ atomic index commit live in ``actors/embedder.py`` and ``actors/indexer.py``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,14 +45,11 @@ class Chunked:
     chunker_version: int  # what the chunks were cut under: committed with them, matched by reuse
 
 
-def extract_stage(
-    store: Store, config: Config, document: DocumentFacts, on_ocr_page: Callable[[int], None] | None = None
-) -> list[Element]:
+def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list[Element]:
     """Decrypt the document and parse it in a killable worker under the configured limits.
 
     Which parser read it and what OCR made of each page it ran on are
-    recorded whatever comes of the later stages (``on_ocr_page`` is told
-    each page number as its OCR starts)."""
+    recorded, whatever comes of the later stages."""
     try:
         max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)
         data = store.blobs.read_bytes(document.document_id, max_bytes=max_bytes)
@@ -62,7 +58,7 @@ def extract_stage(
     except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
     try:
-        extraction = extract_isolated(data, document.format, config.extraction, config.ocr, on_ocr_page)
+        extraction = extract_isolated(data, document.format, config.extraction, config.ocr)
     except ExtractionFailed as exc:
         raise StageFailed(exc.code) from None
     record_extraction(document.document_id, PARSER_VERSION, extraction.ocr_pages)
