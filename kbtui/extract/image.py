@@ -42,12 +42,13 @@ def read_image(data: bytes, limits: ExtractionLimits, ocr: OcrRun) -> list[Eleme
                 if not ocr.pages:
                     raise ExtractionFailed(EXTRACT_CORRUPT) from None
                 # A damaged frame after good ones: the pages read so far stay.
-    if not out.elements:
-        reasons = {page.reason for page in ocr.pages}
+    reasons = {page.reason or "" for page in ocr.pages}
+    if not out.elements and len(reasons) == 1:
         # One reason for every page (too large, timed out, OCR off...) is the
         # document's; pages with no text leave it to fail as no_text.
-        if len(reasons) == 1 and None not in reasons and OCR_NO_TEXT not in reasons:
-            raise ExtractionFailed(reasons.pop())  # type: ignore[arg-type]
+        reason = reasons.pop()
+        if reason not in ("", OCR_NO_TEXT):
+            raise ExtractionFailed(reason)
     return out.elements
 
 

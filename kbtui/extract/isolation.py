@@ -131,11 +131,13 @@ class ExtractionWorker:
         except (OSError, ValueError):
             self._kill(EXTRACT_CRASHED)
             raise ExtractionFailed(EXTRACT_CRASHED) from None
-        deadline = time.monotonic() + limits.deadline_seconds(len(data))
-        # Each page OCR starts on may run for its own timeout; all of them for
-        # the document's OCR budget at most.
+        parsing = time.monotonic() + limits.deadline_seconds(len(data))
+        deadline = parsing
+        # OCR time comes on top of the parsing deadline: from the first page OCR
+        # starts on, the time since, plus the page's own timeout; the document's
+        # OCR budget at most.
         page_allowance = ocr.page_timeout_seconds + OCR_PAGE_GRACE_SECONDS
-        latest = deadline + ocr.document_timeout_seconds + page_allowance
+        first_page: float | None = None
         while True:
             reply = self._read_frame(process, deadline)
             try:
@@ -146,7 +148,9 @@ class ExtractionWorker:
             page = message.get("ocr_page") if isinstance(message, dict) else None
             if type(page) is not int:
                 break
-            deadline = max(deadline, min(time.monotonic() + page_allowance, latest))
+            now = time.monotonic()
+            first_page = now if first_page is None else first_page
+            deadline = parsing + min(now - first_page, ocr.document_timeout_seconds) + page_allowance
             if on_ocr_page is not None:
                 on_ocr_page(page)
         if isinstance(message, dict) and message.get("retire") is True:

@@ -96,33 +96,30 @@ class OcrRun:
     _spent: float = 0.0
 
     def read_page(self, out: ElementCollector, page: int, images: Iterable[Image.Image]) -> None:
-        """OCR the images of one page (in order) into ``out``: a ``page N`` label,
-        then its headings and paragraphs. A page skipped for a reason adds nothing."""
+        """OCR the images of one page (in order) into ``out``: its headings and
+        paragraphs, under a ``page N`` label unless it starts with a heading. A
+        page that gives no text adds nothing but its reason."""
         started = time.monotonic()
         try:
-            paragraphs = self._recognize(page, images, started)
+            paragraphs, reason = self._recognize(page, images, started), OCR_NO_TEXT
         except PageSkipped as skipped:
-            self.pages.append(PageOcr(page, seconds=time.monotonic() - started, reason=skipped.code))
-            return
-        finally:
-            self._spent += time.monotonic() - started
+            paragraphs, reason = [], skipped.code
         seconds = time.monotonic() - started
+        self._spent += seconds
         words = [word for paragraph in paragraphs for line in paragraph.lines for word in line]
         if not words:
-            self.pages.append(PageOcr(page, seconds=seconds, reason=OCR_NO_TEXT))
+            self.pages.append(PageOcr(page, seconds=seconds, reason=reason))
             return
         confidence = round(statistics.fmean(word.confidence for word in words) / 100, 3)
         self.pages.append(PageOcr(page, confidence=confidence, words=len(words), seconds=seconds))
         _add_page(out, page, paragraphs)
 
-    def skip_page(self, page: int, reason: str) -> None:
-        """Record a page that was not OCR'd at all (OCR off, for instance)."""
-        self.pages.append(PageOcr(page, reason=reason))
-
     def _recognize(self, page: int, images: Iterable[Image.Image], started: float) -> list[_Paragraph]:
         settings = self.settings
         if not settings.enabled:
             raise PageSkipped(OCR_OFF)
+        if self._spent >= settings.document_timeout_seconds:
+            raise PageSkipped(OCR_BUDGET_SPENT)  # before a byte of the page is decoded
         if self.on_page is not None:
             self.on_page(page)
         if not tesseract_languages_installed(settings.languages):
@@ -130,14 +127,11 @@ class OcrRun:
         paragraphs: list[_Paragraph] = []
         for image in images:
             elapsed = time.monotonic() - started
-            document_left = settings.document_timeout_seconds - self._spent - elapsed
-            if document_left <= 0:
-                raise PageSkipped(OCR_BUDGET_SPENT)
             page_left = settings.page_timeout_seconds - elapsed  # a page of several images shares it
-            if page_left <= 0:
-                raise PageSkipped(OCR_TIMEOUT)
-            tsv = run_tesseract(image, settings, min(page_left, document_left))
-            paragraphs.extend(_paragraphs(tsv))
+            document_left = settings.document_timeout_seconds - self._spent - elapsed
+            if page_left <= 0 or document_left <= 0:
+                raise PageSkipped(OCR_TIMEOUT if page_left <= 0 else OCR_BUDGET_SPENT)
+            paragraphs.extend(_paragraphs(run_tesseract(image, settings, min(page_left, document_left))))
         return paragraphs
 
 

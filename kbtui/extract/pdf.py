@@ -87,8 +87,8 @@ def _read(data: bytes, limits: ExtractionLimits, ocr: OcrRun) -> list[Element]:
         number = index + 1
         text = page.extract_text() or ""
         if _negligible(text) and _has_images(page):
-            for _, title in headings.get(index, ()):
-                out.add("heading", title, level=1, page=number)
+            for level, title in headings.get(index, ()):  # no text to place them in: at the top
+                out.add("heading", title, level=level, page=number)
             _add_paragraphs(out, text, number)
             ocr.read_page(out, number, _page_images(page, ocr.settings.max_image_pixels))
             continue
