@@ -167,7 +167,7 @@ def test_the_document_budget_skips_the_pages_after_it():
 def test_heartbeats_keep_a_long_ocr_document_alive_past_the_parsing_deadline():
     # Six pages of OCR take far longer than the two-second parsing deadline:
     # each page OCR starts on extends it, so the document is read, not killed.
-    pages = [text_page([FAILOVER, ROTATION, PAYROLL]) for _ in range(6)]
+    pages = [text_page([FAILOVER, ROTATION, PAYROLL] * 8, size=(1240, 1754)) for _ in range(6)]
     heard: list[int] = []
     limits = ExtractionLimits(timeout_seconds=2, timeout_seconds_per_mib=0)
     with ExtractionPool(1) as own:
