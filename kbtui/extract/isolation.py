@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kbtui.extract import (
+    DEFAULT_OCR,
     EXTRACT_CORRUPT,
     EXTRACT_CRASHED,
     EXTRACT_TIMEOUT,
@@ -267,13 +268,13 @@ class ExtractionPool:
         data: bytes,
         fmt: str,
         limits: ExtractionLimits,
-        ocr: OcrSettings | None = None,
+        ocr: OcrSettings = DEFAULT_OCR,
         on_ocr_page: Callable[[int], None] | None = None,
     ) -> Extraction:
         """Extract one document in the next free worker (waiting for one)."""
         worker = self._acquire()
         try:
-            return worker.extract(data, fmt, limits, ocr or OcrSettings(), on_ocr_page)
+            return worker.extract(data, fmt, limits, ocr, on_ocr_page)
         finally:
             if self.closed:
                 worker.stop()
