@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml Makefile
 	@command -v tmux >/dev/null || ((apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || true)
 	@# The browser view's test (kbtui web) drives headless Chromium; install it the same way.
 	@command -v chromium >/dev/null || ((apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)) >/dev/null 2>&1 || true)
+	@# OCR of scanned PDFs and images: Tesseract with its English model (models ship in the packages).
+	@command -v tesseract >/dev/null || ((apt-get install -y -qq tesseract-ocr tesseract-ocr-eng || (apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng)) >/dev/null 2>&1 || true)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

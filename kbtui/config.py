@@ -12,7 +12,7 @@ from typing import Any
 from kbtui.chunking import ChunkSettings
 from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
-from kbtui.extract.limits import ExtractionLimits
+from kbtui.extract.limits import ExtractionLimits, OcrSettings
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
@@ -71,6 +71,7 @@ class Config:
     source_watch_quiet_ms: int = setting(200, minimum=10, maximum=60_000)
     chunking: ChunkSettings = field(default_factory=ChunkSettings)
     extraction: ExtractionLimits = field(default_factory=ExtractionLimits)
+    ocr: OcrSettings = field(default_factory=OcrSettings)  # the [ocr] table
     # Ingestion pipeline (actors). Zero capacity or zero in flight would admit nothing: add would hang.
     admission_queue_capacity: int = setting(256, minimum=1, maximum=1_000_000)
     max_in_flight: int = setting(8, minimum=1, maximum=1024)
@@ -117,10 +118,11 @@ class Config:
                 raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
         chunking = ChunkSettings(**_known(ChunkSettings, _table(values, "chunking")))
         extraction = ExtractionLimits(**_known(ExtractionLimits, _table(values, "extraction")))
+        ocr = OcrSettings(**_known(OcrSettings, _table(values, "ocr")))
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
-        return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
+        return cls(home=home, chunking=chunking, extraction=extraction, ocr=ocr, **_known(cls, values))
 
 
 def _table(values: dict[str, Any], name: str) -> dict[str, Any]:
@@ -133,7 +135,7 @@ def _table(values: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _known(kind: type, values: dict[str, Any]) -> dict[str, Any]:
-    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking", "extraction"}
+    names = {f.name for f in dataclasses.fields(kind)} - {"home", "chunking", "extraction", "ocr"}
     unknown = sorted(set(values) - names)
     if unknown:
         raise KbtuiError(f"unknown setting(s) in {CONFIG_FILE_NAME}: {', '.join(unknown)}")

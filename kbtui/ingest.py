@@ -45,7 +45,10 @@ class Chunked:
 
 
 def extract_stage(store: Storage, config: Config, document: DocumentFacts) -> list[Element]:
-    """Decrypt the document and parse it in a killable worker under the configured limits."""
+    """Decrypt the document and parse it in a killable worker under the configured limits.
+
+    Which parser read it and what OCR made of each page it ran on are
+    recorded, whatever comes of the later stages."""
     try:
         max_bytes = min(config.max_document_bytes, config.extraction.max_input_bytes)
         data = store.blobs.read_bytes(document.document_id, max_bytes=max_bytes)
@@ -54,9 +57,11 @@ def extract_stage(store: Storage, config: Config, document: DocumentFacts) -> li
     except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
     try:
-        return extract_isolated(data, document.format, config.extraction)
+        extraction = extract_isolated(data, document.format, config.extraction, config.ocr)
     except ExtractionFailed as exc:
         raise StageFailed(exc.code) from None
+    store.catalog.record_extraction(document.document_id, PARSER_VERSION, extraction.ocr_pages)
+    return extraction.elements
 
 
 def chunk_stage(

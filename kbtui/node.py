@@ -458,6 +458,11 @@ class Node:
         return load_document_detail(self.store, self.names, document_id)
 
     @_connected
+    def ocr_low_document_ids(self, collection_id: str | None = None) -> list[str]:
+        """Documents with a page OCR read under [ocr] low_confidence (``kbtui ls --ocr-low``)."""
+        return self.store.catalog.low_confidence_document_ids(self.config.ocr.low_confidence, collection_id)
+
+    @_connected
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:
         """Up to ``max_chars`` of a served document's text, stitched from its chunks."""
         return read_document_text(
@@ -511,6 +516,7 @@ class Node:
             collections=tuple(self.store.catalog.list_collections()),
             node_running=running,
             indexed_chunks=self.store.catalog.indexed_chunk_total(collection_id),
+            ocr_pages_last_minute=self.store.catalog.ocr_pages_read_recently(collection_id),
         )
 
     @_connected

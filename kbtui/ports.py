@@ -42,6 +42,8 @@ from store.records import (
     DocumentRecord,
     FileState,
     HistoryRecord,
+    OcrPage,
+    PageReport,
     PathDocument,
     RegisteredSource,
     SectionRecord,
@@ -115,6 +117,16 @@ class Catalog(Protocol):
     ) -> list[str]: ...
 
     def mark_pending(self, document_ids: Sequence[str]) -> None: ...
+
+    def record_extraction(self, document_id: str, parser_version: int, pages: Sequence[PageReport]) -> None:
+        """Which parser read the document last, and what OCR made of each page it ran on."""
+        ...
+
+    def ocr_pages(self, document_id: str) -> list[OcrPage]: ...
+
+    def low_confidence_document_ids(self, threshold: float, collection_id: str | None = None) -> list[str]: ...
+
+    def ocr_pages_read_recently(self, collection_id: str, window_s: float = 60.0) -> int: ...
 
 
 class SourceCatalog(Protocol):

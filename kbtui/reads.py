@@ -19,6 +19,7 @@ from actors.events import AdmissionChanged
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.ports import Storage
 from kbtui.printable import printable
+from kbtui.reasons import explain_reason
 from store.records import ChunkRecord, DocumentRecord
 from store.records import Status as Status  # re-exported: the statuses, for faces that name them
 
@@ -113,6 +114,7 @@ class CatalogSnapshot:
     collections: tuple[str, ...]
     node_running: bool
     indexed_chunks: int = 0
+    ocr_pages_last_minute: int = 0  # pages OCR read text from, in the last minute's extractions
 
 
 # ---------------------------------------------------------------- document detail
@@ -149,8 +151,46 @@ class ChunkEntry:
 
 
 @dataclass(frozen=True)
+class OcrPageEntry:
+    """A page OCR ran on at the last extraction: its mean word confidence (0..1),
+    or the reason it gave no text."""
+
+    page: int
+    confidence: float | None
+    words: int
+    reason: str | None
+
+    def low(self, threshold: float) -> bool:
+        """Whether the page is flagged: read, but with a mean confidence under ``threshold``."""
+        return self.confidence is not None and self.confidence < threshold
+
+    def describe(self, threshold: float) -> str:
+        """``page 3: confidence 0.93, 412 words`` (``, low`` when flagged), or why it gave no text."""
+        if self.confidence is None:
+            return f"page {self.page}: no text, {self.reason or '-'} ({explain_reason(self.reason)})"
+        flag = ", low" if self.low(threshold) else ""
+        return f"page {self.page}: confidence {self.confidence:.2f}, {self.words} words{flag}"
+
+
+def ocr_summary(pages: Sequence[OcrPageEntry], threshold: float) -> str:
+    """One line on what OCR made of a document's pages, e.g. ``3 of 4 pages read,
+    mean confidence 0.93; low: p.2; no text: p.4 ocr_no_text``."""
+    read = [p for p in pages if p.confidence is not None]
+    parts = [f"{len(read)} of {len(pages)} pages read"]
+    if read:
+        parts[0] += f", mean confidence {sum(p.confidence or 0.0 for p in read) / len(read):.2f}"
+    low = [f"p.{p.page}" for p in read if p.low(threshold)]
+    if low:
+        parts.append("low: " + ", ".join(low))
+    skipped = [f"p.{p.page} {p.reason}" for p in pages if p.confidence is None]
+    if skipped:
+        parts.append("no text: " + ", ".join(skipped))
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
 class DocumentDetail:
-    """Everything about one document: its row, versions, history, sections, chunks."""
+    """Everything about one document: its row, versions, history, sections, chunks, OCR'd pages."""
 
     row: DocumentRow
     vector_dim: int | None
@@ -159,6 +199,7 @@ class DocumentDetail:
     history: tuple[HistoryEntry, ...]
     sections: tuple[SectionEntry, ...]
     chunks: tuple[ChunkEntry, ...]
+    ocr_pages: tuple[OcrPageEntry, ...] = ()
 
     @property
     def document_id(self) -> str:
@@ -188,9 +229,10 @@ def load_document_detail(store: Storage, names: NameCache, document_id: str) -> 
                    c.token_estimate, printable(" ".join(c.text[: PREVIEW_CHARS * 2].split())[:PREVIEW_CHARS]))
         for c in store.chunks.chunk_summaries(document_id, MAX_DETAIL_CHUNKS)
     )
+    ocr = tuple(OcrPageEntry(p.page, p.confidence, p.words, p.reason) for p in store.catalog.ocr_pages(document_id))
     return DocumentDetail(
         names.rows([record])[0], record.vector_dim, record.parser_version, record.chunker_version,
-        history=history, sections=sections, chunks=chunks,
+        history=history, sections=sections, chunks=chunks, ocr_pages=ocr,
     )
 
 

@@ -19,7 +19,18 @@ REASONS: dict[str, str] = {
     "extract_unsafe": "the file uses a construct refused on purpose (XML entities or DOCTYPE, a zip bomb)",
     "extract_crashed": "the parser's worker process died on this file",
     "extract_unavailable": "extraction was shut down while this file waited; re-index it",
-    "no_text": "no text could be extracted (a scanned PDF or an image: there is no OCR)",
+    "no_text": "no text could be extracted (kbtui show lists what OCR made of each scanned page)",
+    # Per page of a scanned PDF or an image (an image file fails with its page's reason).
+    "ocr_no_text": "OCR found no text on the page (a blank page, or a picture without words)",
+    "ocr_timeout": "OCR of the page took longer than [ocr] page_timeout_seconds",
+    "ocr_budget_spent": "the document's OCR time ([ocr] document_timeout_seconds) ran out before this page",
+    "ocr_image_too_large": "the image has more pixels than [ocr] max_image_pixels",
+    "ocr_image_unreadable": "the page's image data could not be decoded",
+    "ocr_failed": "Tesseract failed on the page (over [ocr] page_memory_bytes, or it crashed)",
+    "ocr_unavailable": (
+        "Tesseract or a language of [ocr] languages is not installed (make setup; apt-get install tesseract-ocr-<lang>)"
+    ),
+    "ocr_off": "OCR is turned off ([ocr] enabled = false); turn it on and re-index",
     "blob_corrupt": "the encrypted source failed authentication (damaged or swapped); add the file again",
     "internal_error": "kbtui failed on this document; the log has the error type; re-index to retry",
     "embedder_unavailable": "the embedding model was unavailable; it is retried with back-off",

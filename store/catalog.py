@@ -21,6 +21,7 @@ from store import Store
 from store.blobs import FileChanged, SealedBlob, seal_name
 from store.db import database
 from store.errors import NotFound, Superseded
+from store.extractions import no_text_document_ids
 from store.files import open_source
 from store.id_batches import id_batches
 from store.models import (
@@ -518,7 +519,8 @@ def pending_document_ids(limit: int | None = None) -> list[str]:
 def stale_document_ids(
     *, parser_version: int, chunker_version: int, vector_identity: str | None, limit: int
 ) -> list[str]:
-    """Indexed documents built by another parser, chunker or (when given) vector identity."""
+    """Indexed documents built by another parser, chunker or (when given) vector
+    identity; then documents that failed as no_text under an older parser."""
     condition = (Document.parser_version != parser_version) | (Document.chunker_version != chunker_version)
     if vector_identity is not None:
         condition = condition | (Document.vector_identity != vector_identity)
@@ -528,7 +530,10 @@ def stale_document_ids(
         .order_by(Document.indexed_at)
         .limit(limit)
     )
-    return [d.id for d in query]
+    stale = [d.id for d in query]
+    if len(stale) < limit:
+        stale += no_text_document_ids(parser_version, limit - len(stale))
+    return stale
 
 
 def mark_pending(document_ids: Sequence[str]) -> None:

@@ -11,6 +11,7 @@ import enum
 import os
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 
 class Status(enum.StrEnum):
@@ -179,3 +180,31 @@ class RegisteredSource:
     # root_empty, root_unreadable), None when it can; and since when.
     unreachable_reason: str | None = None
     unreachable_since: float | None = None
+
+
+class PageReport(Protocol):
+    """What OCR made of one page (``kbtui.extract.PageOcr`` is one)."""
+
+    @property
+    def page(self) -> int: ...
+
+    @property
+    def confidence(self) -> float | None: ...
+
+    @property
+    def words(self) -> int: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+    @property
+    def reason(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class OcrPage:
+    page: int
+    confidence: float | None  # mean word confidence 0..1; None when the page gave no text
+    words: int
+    seconds: float
+    reason: str | None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from store import catalog, chunks, fts, sources
+from store import catalog, chunks, extractions, fts, sources
 from store.blobs import open_name
 
 if TYPE_CHECKING:
@@ -43,6 +43,10 @@ class SqliteCatalog:
     pending_document_ids = staticmethod(catalog.pending_document_ids)
     stale_document_ids = staticmethod(catalog.stale_document_ids)
     mark_pending = staticmethod(catalog.mark_pending)
+    record_extraction = staticmethod(extractions.record_extraction)
+    ocr_pages = staticmethod(extractions.ocr_pages)
+    low_confidence_document_ids = staticmethod(extractions.low_confidence_document_ids)
+    ocr_pages_read_recently = staticmethod(extractions.ocr_pages_read_recently)
 
     def add_document(
         self, collection_id: str, source: Path, *, display_name: str, fmt: str, max_bytes: int | None = None

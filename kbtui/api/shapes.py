@@ -80,6 +80,9 @@ def detail_json(detail: DocumentDetail) -> JSON:
             for s in detail.sections
         ],
         "chunks": [_chunk_entry_json(c) for c in detail.chunks],
+        "ocr_pages": [
+            {"page": p.page, "confidence": p.confidence, "words": p.words, "reason": p.reason} for p in detail.ocr_pages
+        ],
     }
 
 
@@ -92,7 +95,7 @@ def _chunk_entry_json(c: ChunkEntry) -> JSON:
 
 
 def document_detail(data: JSON) -> DocumentDetail:
-    from kbtui.reads import ChunkEntry, DocumentDetail, HistoryEntry, SectionEntry
+    from kbtui.reads import ChunkEntry, DocumentDetail, HistoryEntry, OcrPageEntry, SectionEntry
 
     return DocumentDetail(
         row=document_row(data),
@@ -108,6 +111,9 @@ def document_detail(data: JSON) -> DocumentDetail:
             ChunkEntry(c["ordinal"], c["chunk_id"], c["heading_path"], c["kind"], c["page"], c["start_offset"],
                        c["end_offset"], c["token_estimate"], c["preview"])
             for c in data["chunks"]
+        ),
+        ocr_pages=tuple(
+            OcrPageEntry(p["page"], p["confidence"], p["words"], p["reason"]) for p in data.get("ocr_pages", ())
         ),
     )
 

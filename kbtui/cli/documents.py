@@ -27,7 +27,7 @@ from kbtui.errors import KbtuiError
 from kbtui.follow import FollowResult
 from kbtui.node import DocumentMatch, SourceSync
 from kbtui.printable import human_size, printable
-from kbtui.reads import DocumentRow, Status, is_interrupted
+from kbtui.reads import DocumentRow, Status, is_interrupted, ocr_summary
 from kbtui.reasons import INTERRUPTED, explain_reason
 from kbtui.sources.sync import SyncFailed
 
@@ -200,9 +200,10 @@ def _print_documents(documents: list[DocumentRow], *, node_running: bool, output
               help="Only documents in this status (any case).")
 @format_option
 @click.option("--json", "as_json", is_flag=True, help="Print documents as JSON (same as --format json).")
+@click.option("--ocr-low", is_flag=True, help="Only documents with a page OCR read under [ocr] low_confidence.")
 @click.pass_context
 def list_command(ctx: click.Context, collection: str | None, status: str | None, output_format: str | None,
-                 as_json: bool) -> int:
+                 as_json: bool, ocr_low: bool) -> int:
     """List documents and their ingestion status.
 
     On a terminal, a table that fits the width; in a pipe (or --format tsv),
@@ -210,7 +211,12 @@ def list_command(ctx: click.Context, collection: str | None, status: str | None,
     """
     node = open_node(ctx, read_only=True)
     status = next((s.value for s in Status if status and s.value.lower() == status.lower()), None)
-    documents = node.documents(existing_collection(node, collection) if collection else None, status)
+    collection_id = existing_collection(node, collection) if collection else None
+    if ocr_low:
+        low = node.ocr_low_document_ids(collection_id)
+        documents = node.documents(collection_id, status, document_ids=low) if low else []
+    else:
+        documents = node.documents(collection_id, status)
     running = node.pipeline_running()
     chosen = chosen_format(output_format, as_json)
     if chosen == "json":
@@ -242,11 +248,17 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
     if detail is None:
         raise KbtuiError("the document was deleted meanwhile")
     running = node.pipeline_running()
+    low_confidence = ctx.obj.ocr.low_confidence
     if as_json:
         payload = document_json(detail.row)
         payload["interrupted"] = is_interrupted(detail.row.status, running)
         payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in detail.history]
         payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in detail.sections]
+        payload["ocr_pages"] = [
+            {"page": p.page, "confidence": p.confidence, "words": p.words, "reason": p.reason,
+             "low_confidence": p.low(low_confidence)}
+            for p in detail.ocr_pages
+        ]
         click.echo(json.dumps(payload, indent=2))
         return 0
     if match.matched_by != "id":
@@ -273,6 +285,10 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
     stdout.print(f"\n[bold]sections[/] ({len(detail.sections)})")
     for s in detail.sections[:50]:
         stdout.print(f"  {shown(s.heading_path) or '(untitled)'}")
+    if detail.ocr_pages:
+        stdout.print(f"\n[bold]OCR'd pages[/] ({len(detail.ocr_pages)}): {escape(ocr_summary(detail.ocr_pages, low_confidence))}")
+        for page in detail.ocr_pages:
+            stdout.print(f"  {escape(page.describe(low_confidence))}")
     return 0
 
 

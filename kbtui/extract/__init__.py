@@ -8,12 +8,15 @@ offsets into the decoded source; PDF, DOCX and HTML get offsets into the
 elements' texts joined by blank lines.
 
 The pipeline calls :func:`extract_isolated`, which parses in a killable worker
-process under :class:`ExtractionLimits`; :func:`extract` is the same work in
-this process (the worker runs it).
+process under :class:`ExtractionLimits`; :func:`extract_document` is the same
+work in this process (the worker runs it). PDF pages without a text layer and
+images are read by OCR (:mod:`kbtui.extract.ocr`, under :class:`OcrSettings`),
+and the result reports on each page OCR ran on (:class:`PageOcr`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,7 +31,7 @@ from kbtui.extract.formats import (
     looks_binary,
     needs_content,
 )
-from kbtui.extract.limits import ExtractionLimits
+from kbtui.extract.limits import ExtractionLimits, OcrSettings
 
 ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 
@@ -38,7 +41,9 @@ ElementKind = Literal["heading", "paragraph", "list_item", "table", "code"]
 # over libxml2's 10 MB no longer fails the whole page. 4: text that is not text
 # fails as binary_content; HTML without landmarks keeps only its main content;
 # a PDF outline heading goes where its title is printed on the page, not at the page's top.
-PARSER_VERSION = 4
+# 5: OCR of PDF pages without a text layer and of images (so PDFs that failed
+# as no_text are read again).
+PARSER_VERSION = 5
 
 # Fixed, content-free reasons an extraction fails with.
 EXTRACT_TIMEOUT = "extract_timeout"  # the parser did not finish before the deadline
@@ -50,6 +55,21 @@ EXTRACT_UNSAFE = "extract_unsafe"  # a construct refused on purpose (XML DOCTYPE
 EXTRACT_CRASHED = "extract_crashed"  # the worker process died while parsing
 EXTRACT_UNAVAILABLE = "extract_unavailable"  # extraction was shut down
 BINARY_CONTENT = "binary_content"  # a text format (or no format) whose bytes are not text
+
+# Why a page gave no OCR text: fixed, content-free codes, shown per page. An
+# image file fails with its only page's reason (no_text for a blank one).
+OCR_NO_TEXT = "ocr_no_text"  # the image holds nothing Tesseract could read (a blank page)
+OCR_TIMEOUT = "ocr_timeout"  # the page took longer than [ocr] page_timeout_seconds
+OCR_BUDGET_SPENT = "ocr_budget_spent"  # the document's [ocr] document_timeout_seconds ran out first
+OCR_IMAGE_TOO_LARGE = "ocr_image_too_large"  # more pixels than [ocr] max_image_pixels
+OCR_IMAGE_UNREADABLE = "ocr_image_unreadable"  # the image data could not be decoded
+OCR_FAILED = "ocr_failed"  # Tesseract failed on the page (out of its memory cap, or crashed)
+OCR_UNAVAILABLE = "ocr_unavailable"  # Tesseract or one of [ocr] languages is not installed
+OCR_OFF = "ocr_off"  # [ocr] enabled = false
+OCR_REASONS = frozenset(
+    {OCR_NO_TEXT, OCR_TIMEOUT, OCR_BUDGET_SPENT, OCR_IMAGE_TOO_LARGE, OCR_IMAGE_UNREADABLE, OCR_FAILED,
+     OCR_UNAVAILABLE, OCR_OFF}
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,26 @@ class Element:
     symbol: str | None = None  # top-level function/class a code element defines
 
 
+@dataclass(frozen=True)
+class PageOcr:
+    """What OCR made of one page: its mean word confidence (0..1) and word count,
+    or the reason (one of :data:`OCR_REASONS`) it gave no text."""
+
+    page: int  # 1-based; an image file is page 1 (a TIFF frame is a page)
+    confidence: float | None = None
+    words: int = 0
+    seconds: float = 0.0
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """A document's elements, and a report for each page that went through OCR."""
+
+    elements: list[Element]
+    ocr_pages: tuple[PageOcr, ...] = ()
+
+
 class ExtractionFailed(KbtuiError):
     """Extraction of one document failed; ``code`` is a fixed, content-free reason."""
 
@@ -76,17 +116,40 @@ class ExtractionFailed(KbtuiError):
 
 
 DEFAULT_LIMITS = ExtractionLimits()
+DEFAULT_OCR = OcrSettings()
 
 
-def extract(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) -> list[Element]:
-    """Extract ``data`` of format ``fmt`` into elements, in this process.
+def extract(
+    data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS, ocr: OcrSettings = DEFAULT_OCR
+) -> list[Element]:
+    """Extract ``data`` of format ``fmt`` into elements, in this process (see :func:`extract_document`)."""
+    return extract_document(data, fmt, limits, ocr).elements
 
-    Only the size caps apply here; the deadline and memory cap need the worker
-    process (:func:`extract_isolated`).
+
+def extract_document(
+    data: bytes,
+    fmt: str,
+    limits: ExtractionLimits = DEFAULT_LIMITS,
+    ocr: OcrSettings = DEFAULT_OCR,
+    on_ocr_page: Callable[[int], None] | None = None,
+) -> Extraction:
+    """Extract ``data`` of format ``fmt``, in this process, with a report on every OCR'd page.
+
+    Only the size caps and OCR's own per-page bounds apply here; the
+    document's deadline and memory cap need the worker process
+    (:func:`extract_isolated`). ``on_ocr_page`` is told each page number
+    before its OCR starts.
     """
     if len(data) > limits.max_input_bytes:
         raise ExtractionFailed(EXTRACT_TOO_LARGE)
-    return headings_as_text(_read(data, fmt, limits))
+    found = FORMAT_BY_NAME.get(fmt)
+    if found is None or not found.ocr:
+        return Extraction(headings_as_text(_read(data, fmt, limits)))
+    from kbtui.extract.ocr import OcrRun
+
+    run = OcrRun(ocr, on_ocr_page)
+    elements = found.load_reader()(data, limits, run)
+    return Extraction(headings_as_text(elements), tuple(run.pages))
 
 
 def headings_as_text(elements: list[Element]) -> list[Element]:
@@ -121,15 +184,23 @@ def _read(data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
     return read(decoded, found.language) if found.language else read(decoded)
 
 
-def extract_isolated(data: bytes, fmt: str, limits: ExtractionLimits = DEFAULT_LIMITS) -> list[Element]:
-    """Extract in a reusable worker process with a deadline and a memory cap.
+def extract_isolated(
+    data: bytes,
+    fmt: str,
+    limits: ExtractionLimits = DEFAULT_LIMITS,
+    ocr: OcrSettings = DEFAULT_OCR,
+    on_ocr_page: Callable[[int], None] | None = None,
+) -> Extraction:
+    """:func:`extract_document` in a reusable worker process with a deadline and a memory cap.
 
     Safe to call from several threads. A timeout or crash kills and replaces
     the worker; the failure is an :class:`ExtractionFailed` with a fixed code.
+    Each page OCR starts on extends the deadline by [ocr] page_timeout_seconds,
+    up to [ocr] document_timeout_seconds in all.
     """
     from kbtui.extract.isolation import default_pool
 
-    return default_pool(limits).extract(data, fmt, limits)
+    return default_pool(limits).extract(data, fmt, limits, ocr, on_ocr_page)
 
 
 def shutdown_extraction() -> None:

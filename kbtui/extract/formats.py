@@ -2,7 +2,7 @@
 and, where the extension does not settle it, by its content.
 
 A format is a short string stored on the document row: ``pdf``, ``docx``,
-``html``, ``markdown``, ``rst``, ``text``, ``log``, or ``code:<language>`` for
+``html``, ``image``, ``markdown``, ``rst``, ``text``, ``log``, or ``code:<language>`` for
 source code and structured text (the language travels with the format because
 the reader never sees the file name).
 
@@ -11,7 +11,8 @@ unknown extension whose first bytes are text is read as plain text
 (README.Debian, LICENSE, a ``.service`` unit, a man page source); bytes that
 are not text (NUL bytes, or too much that is neither UTF-8 nor printable)
 are ``binary_content`` under any name, a ``.txt`` included. Names that are
-binary by convention (images, archives, executables) are refused unread.
+binary by convention (archives, executables, media) are refused unread;
+PNG, JPEG, TIFF, WebP and BMP images are read by OCR.
 
 Adding a format is a reader module in this package plus one row in
 :data:`FORMATS` (a code language: one entry in :data:`CODE_LANGUAGES`). Rows
@@ -40,6 +41,8 @@ class Format:
     # "text": it is given the decoded text, already held to the character cap.
     reads: Literal["bytes", "text"]
     language: str | None = None  # passed to a text reader after the text
+    # The reader may OCR page images: it is also given the document's OcrRun.
+    ocr: bool = False
 
     def load_reader(self) -> Callable[..., Any]:
         """The reader function (its module is imported on first use)."""
@@ -76,13 +79,17 @@ CODE_LANGUAGES: dict[str, tuple[str, ...]] = {
     "css": (".css",),
 }
 
+# Read by OCR; Pillow sniffs which of these a file really is.
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".bmp")
+
 FORMATS: tuple[Format, ...] = (
     Format("markdown", (".md", ".markdown", ".mdown", ".mkd"), "text:read_markdown", "text"),
     Format("rst", (".rst", ".rest"), "text:read_rst", "text"),
     Format("text", (".txt", ".text", ".csv", ".tsv", ""), "text:read_plain", "text"),
     Format("log", (".log",), "text:read_plain", "text"),
     Format("html", (".html", ".htm", ".xhtml"), "html:read_html", "bytes"),
-    Format("pdf", (".pdf",), "pdf:read_pdf", "bytes"),
+    Format("pdf", (".pdf",), "pdf:read_pdf", "bytes", ocr=True),
+    Format("image", IMAGE_EXTENSIONS, "image:read_image", "bytes", ocr=True),
     Format("docx", (".docx",), "docx:read_docx", "bytes"),
     *(
         Format(CODE_FORMAT_PREFIX + language, extensions, "code:read_code", "text", language=language)
@@ -108,7 +115,7 @@ SNIFF_BYTES = 8000
 
 # Binary by convention: refused without being read (a sniff would only confirm it).
 BINARY_EXTENSIONS = frozenset({
-    ".png", ".jpg", ".jpeg", ".gif", ".bmp", ".ico", ".webp", ".tif", ".tiff", ".psd", ".heic",
+    ".gif", ".ico", ".psd", ".heic",
     ".mp3", ".mp4", ".m4a", ".ogg", ".opus", ".flac", ".wav", ".avi", ".mov", ".mkv", ".webm",
     ".zip", ".gz", ".tgz", ".bz2", ".xz", ".zst", ".7z", ".rar", ".tar", ".jar", ".war", ".whl", ".deb", ".rpm",
     ".exe", ".dll", ".so", ".dylib", ".o", ".a", ".lib", ".obj", ".class", ".pyc", ".pyo", ".wasm", ".bin",
@@ -117,7 +124,7 @@ BINARY_EXTENSIONS = frozenset({
 })
 
 # Formats whose bytes are their own (binary) container: the extension is trusted.
-_CONTAINER_FORMATS = frozenset({"pdf", "docx"})
+_CONTAINER_FORMATS = frozenset({"pdf", "docx", "image"})
 _UNICODE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # C0 controls that text does not use (tab, newlines, form feed, escape and backspace are fine).
 _CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
@@ -175,7 +182,7 @@ def detect_format(name: str, head: bytes | None = None) -> Detection:
 
     A known text format (Markdown, code, HTML, ...) is confirmed by its
     content; an unknown or missing extension is plain text when the content
-    is text; a PDF or DOCX is taken by its extension. With ``head`` None only
+    is text; a PDF, DOCX or image is taken by its extension. With ``head`` None only
     the name is judged (content-dependent names are then taken as text).
     """
     suffix = PurePath(name).suffix.lower()

@@ -27,16 +27,22 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from kbtui.extract import (
+    DEFAULT_OCR,
     EXTRACT_CORRUPT,
     EXTRACT_CRASHED,
     EXTRACT_TIMEOUT,
     EXTRACT_UNAVAILABLE,
+    OCR_REASONS,
     Element,
+    Extraction,
     ExtractionFailed,
     ExtractionLimits,
+    OcrSettings,
+    PageOcr,
 )
 from kbtui.extract.worker import FRAME_HEADER
 
@@ -52,7 +58,9 @@ KNOWN_CODES = frozenset(
         "extract_timeout", "extract_too_large", "extract_unsupported", "extract_corrupt",
         "extract_encrypted", "extract_unsafe", "extract_crashed", "binary_content",
     }
-)
+) | OCR_REASONS
+# Past a page's own OCR timeout, for the worker to give the page up and read on.
+OCR_PAGE_GRACE_SECONDS = 10.0
 _ELEMENT_KINDS = frozenset({"heading", "paragraph", "list_item", "table", "code"})
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -100,14 +108,21 @@ class ExtractionWorker:
         )
         self._served = 0
 
-    def extract(self, data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
+    def extract(
+        self,
+        data: bytes,
+        fmt: str,
+        limits: ExtractionLimits,
+        ocr: OcrSettings,
+        on_ocr_page: Callable[[int], None] | None = None,
+    ) -> Extraction:
         """Send one document; raise :class:`ExtractionFailed` on failure or deadline."""
         self.start()
         process = self._process
         assert process is not None and process.stdin is not None and process.stdout is not None
         self._served += 1
         header = json.dumps(
-            {"format": fmt, "limits": dataclasses.asdict(limits), "size": len(data)}
+            {"format": fmt, "limits": dataclasses.asdict(limits), "ocr": dataclasses.asdict(ocr), "size": len(data)}
         ).encode()
         try:
             for payload in (header, data):
@@ -117,13 +132,28 @@ class ExtractionWorker:
         except (OSError, ValueError):
             self._kill(EXTRACT_CRASHED)
             raise ExtractionFailed(EXTRACT_CRASHED) from None
-        deadline = time.monotonic() + limits.deadline_seconds(len(data))
-        reply = self._read_frame(process, deadline)
-        try:
-            message = json.loads(reply)
-        except ValueError:
-            self._kill(EXTRACT_CORRUPT)
-            raise ExtractionFailed(EXTRACT_CORRUPT) from None
+        parsing = time.monotonic() + limits.deadline_seconds(len(data))
+        deadline = parsing
+        # OCR time comes on top of the parsing deadline: from the first page OCR
+        # starts on, the time since, plus the page's own timeout; the document's
+        # OCR budget at most.
+        page_allowance = ocr.page_timeout_seconds + OCR_PAGE_GRACE_SECONDS
+        first_page: float | None = None
+        while True:
+            reply = self._read_frame(process, deadline)
+            try:
+                message = json.loads(reply)
+            except ValueError:
+                self._kill(EXTRACT_CORRUPT)
+                raise ExtractionFailed(EXTRACT_CORRUPT) from None
+            page = message.get("ocr_page") if isinstance(message, dict) else None
+            if type(page) is not int:
+                break
+            now = time.monotonic()
+            first_page = now if first_page is None else first_page
+            deadline = parsing + min(now - first_page, ocr.document_timeout_seconds) + page_allowance
+            if on_ocr_page is not None:
+                on_ocr_page(page)
         if isinstance(message, dict) and message.get("retire") is True:
             self.stop()  # it is exiting: wait for it, so the next document gets a new one
         return _decode_reply(message)
@@ -181,8 +211,8 @@ class ExtractionWorker:
         self._kill()
 
 
-def _decode_reply(message: object) -> list[Element]:
-    """Turn a worker's parsed JSON reply into elements, trusting nothing about its shape."""
+def _decode_reply(message: object) -> Extraction:
+    """Turn a worker's parsed JSON reply into elements and page reports, trusting nothing about its shape."""
     try:
         if not isinstance(message, dict):
             raise TypeError("reply is not an object")
@@ -201,7 +231,17 @@ def _decode_reply(message: object) -> list[Element]:
                     symbol=None if symbol is None else str(symbol),
                 )
             )
-        return elements
+        pages = []
+        for page, confidence, words, seconds, reason in message["ocr_pages"]:
+            if reason is not None and reason not in OCR_REASONS:
+                raise ValueError("bad page reason")
+            pages.append(
+                PageOcr(
+                    int(page), confidence=None if confidence is None else float(confidence),
+                    words=int(words), seconds=float(seconds), reason=reason,
+                )
+            )
+        return Extraction(elements, tuple(pages))
     except ExtractionFailed:
         raise
     except (ValueError, KeyError, TypeError):
@@ -223,11 +263,18 @@ class ExtractionPool:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    def extract(self, data: bytes, fmt: str, limits: ExtractionLimits) -> list[Element]:
+    def extract(
+        self,
+        data: bytes,
+        fmt: str,
+        limits: ExtractionLimits,
+        ocr: OcrSettings = DEFAULT_OCR,
+        on_ocr_page: Callable[[int], None] | None = None,
+    ) -> Extraction:
         """Extract one document in the next free worker (waiting for one)."""
         worker = self._acquire()
         try:
-            return worker.extract(data, fmt, limits)
+            return worker.extract(data, fmt, limits, ocr, on_ocr_page)
         finally:
             if self.closed:
                 worker.stop()

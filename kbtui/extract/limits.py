@@ -1,10 +1,11 @@
-"""Bounds on one document's extraction: input size, output size, time, memory, zip shape."""
+"""Bounds on one document's extraction (input size, output size, time, memory, zip shape) and the OCR settings."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from kbtui.settings import setting, validate_settings
+from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
 MIB = 1024 * 1024
 TIB = 1 << 40
@@ -46,3 +47,38 @@ class ExtractionLimits:
     def deadline_seconds(self, input_bytes: int) -> float:
         """The parsing deadline for a document of ``input_bytes`` bytes."""
         return self.timeout_seconds + self.timeout_seconds_per_mib * input_bytes / MIB
+
+
+# Tesseract language codes (eng, deu, chi_sim, script/Latin) joined by "+".
+_LANGUAGES = re.compile(r"[A-Za-z0-9_]+(/[A-Za-z0-9_]+)?(\+[A-Za-z0-9_]+(/[A-Za-z0-9_]+)?)*")
+
+
+@dataclass(frozen=True)
+class OcrSettings:
+    """OCR of scanned PDF pages and images: the ``[ocr]`` table of ``config.toml``.
+
+    The engine is Tesseract, run once per page image from the extraction
+    worker; its per-page bounds are enforced there, so a page that overruns
+    them is skipped with a reason and the rest of the document stays.
+    """
+
+    enabled: bool = setting(True)
+    # Installed Tesseract languages (Debian: tesseract-ocr-<code>), e.g. "eng+deu".
+    languages: str = setting("eng")
+    # A page whose mean word confidence is under this is flagged (kbtui ls --ocr-low).
+    low_confidence: float = setting(0.7, minimum=0.0, maximum=1.0)
+    # Wall-clock time for one page image; past it the page is skipped (ocr_timeout).
+    page_timeout_seconds: float = setting(60.0, minimum=0.01, maximum=HOUR_S)
+    # Address-space cap (RLIMIT_AS) of the OCR engine's process for one page.
+    page_memory_bytes: int = setting(1024 * MIB, minimum=64 * MIB, maximum=TIB)
+    # OCR time for one document; the pages after it are skipped (ocr_budget_spent).
+    document_timeout_seconds: float = setting(3600.0, minimum=0.01, maximum=DAY_S)
+    # Largest image decoded for OCR (width x height): the decompression-bomb guard.
+    max_image_pixels: int = setting(100_000_000, minimum=1, maximum=1 << 40)
+
+    def __post_init__(self) -> None:
+        validate_settings(self, "ocr")
+        if not _LANGUAGES.fullmatch(self.languages):
+            raise InvalidSetting(
+                f'{CONFIG_FILE_NAME}: ocr.languages must be Tesseract language codes joined by "+", like "eng+deu"'
+            )

@@ -5,10 +5,13 @@ file descriptors 1 and 2 point at /dev/null so nothing a parser prints or logs
 (parsers put document text in their warnings) escapes. Framing, both ways:
 an 8-byte big-endian length, then that many bytes.
 
-- request: a JSON header ``{"format": ..., "limits": {...}, "size": N}``,
-  then a frame of N document bytes;
+- request: a JSON header ``{"format": ..., "limits": {...}, "ocr": {...},
+  "size": N}``, then a frame of N document bytes;
+- while OCR runs: ``{"ocr_page": N}`` before each page image is OCR'd (a
+  heartbeat: the parent extends its deadline by the page's timeout);
 - reply: JSON ``{"ok": true, "elements": [[kind, text, level, start, end,
-  page, language, symbol], ...]}`` or ``{"ok": false, "code": reason}``
+  page, language, symbol], ...], "ocr_pages": [[page, confidence, words,
+  seconds, reason], ...]}`` or ``{"ok": false, "code": reason}``
   (with ``"retire": true`` when the worker exits after answering).
 
 Replies are JSON rather than pickle so the parent never unpickles data from
@@ -81,8 +84,12 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         EXTRACT_TOO_LARGE,
         ExtractionFailed,
         ExtractionLimits,
-        extract,
+        OcrSettings,
+        extract_document,
     )
+
+    def heartbeat(page: int) -> None:
+        write_frame(replies, json.dumps({"ocr_page": page}).encode())
 
     while True:
         header = read_frame(requests)
@@ -95,14 +102,20 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         retire = False
         try:
             limits = ExtractionLimits(**request["limits"])
-            _apply_limits(limits.max_memory_bytes, limits.deadline_seconds(len(data)))
-            elements = extract(data, request["format"], limits)
+            ocr = OcrSettings(**request["ocr"])
+            ocr_seconds = ocr.document_timeout_seconds if ocr.enabled else 0.0
+            _apply_limits(limits.max_memory_bytes, limits.deadline_seconds(len(data)) + ocr_seconds)
+            extraction = extract_document(data, request["format"], limits, ocr, heartbeat)
             del data
             reply = json.dumps(
                 {
                     "ok": True,
                     "elements": [
-                        [e.kind, e.text, e.level, e.start, e.end, e.page, e.language, e.symbol] for e in elements
+                        [e.kind, e.text, e.level, e.start, e.end, e.page, e.language, e.symbol]
+                        for e in extraction.elements
+                    ],
+                    "ocr_pages": [
+                        [p.page, p.confidence, p.words, p.seconds, p.reason] for p in extraction.ocr_pages
                     ],
                 },
                 ensure_ascii=False,
@@ -127,6 +140,7 @@ def main() -> None:
     import kbtui.extract.code  # noqa: F401
     import kbtui.extract.docx  # noqa: F401
     import kbtui.extract.html  # noqa: F401
+    import kbtui.extract.image  # noqa: F401
     import kbtui.extract.pdf  # noqa: F401
     import kbtui.extract.text  # noqa: F401
 

@@ -153,6 +153,7 @@ class KbtuiApp(App[int]):
         self.queue: AdmissionChanged | None = None
         self.throughput = Throughput()
         self.chunk_throughput = Throughput()
+        self.ocr_pages_per_min = 0
         self.batches = BatchTracker()
         self.waiting = 0
         self.rate = 0.0
@@ -380,6 +381,7 @@ class KbtuiApp(App[int]):
             finished = counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0)
         self.throughput.record(now, finished)
         self.chunk_throughput.record(now, snapshot.indexed_chunks)
+        self.ocr_pages_per_min = snapshot.ocr_pages_last_minute
         self.rate = self.throughput.per_second()
         self.waiting = sum(counts.get(status, 0) for status in WAITING)
         ended = self.batches.observe(now, counts, finished)
@@ -418,7 +420,7 @@ class KbtuiApp(App[int]):
         return IngestView(
             self.mode, self.collection_id, self.queue, documents_per_s=self.rate,
             chunks_per_s=self.chunk_throughput.per_second(), eta_s=eta_seconds(self.waiting, self.rate),
-            waiting=self.waiting,
+            waiting=self.waiting, ocr_pages_per_min=self.ocr_pages_per_min,
         )
 
     def _show_header(self) -> None:

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kbtui.extract import ExtractionFailed, ExtractionLimits, extract
+from kbtui.extract import ExtractionFailed, ExtractionLimits, extract_document
 from kbtui.extract.isolation import ExtractionPool
 from tests.extract.documents import (
     declare_uncompressed_size,
@@ -78,7 +78,7 @@ def test_hostile_file_fails_alone_within_the_deadline_and_the_next_extracts(pool
         pool.extract(data, fmt, limits)
     assert failure.value.code == expected
     assert time.monotonic() - started < DEADLINE + SLACK
-    after = pool.extract(GOOD_MARKDOWN, "markdown", limits)
+    after = pool.extract(GOOD_MARKDOWN, "markdown", limits).elements
     assert [e.text for e in after] == ["After", "The next document extracts fine."]
 
 
@@ -124,7 +124,7 @@ def test_a_worker_killed_mid_document_fails_it_as_crashed(pool):
     os.kill(pid, signal.SIGKILL)  # as the kernel's OOM killer would
     thread.join(10)
     assert outcome == {"code": "extract_crashed"}
-    assert [e.kind for e in pool.extract(GOOD_MARKDOWN, "markdown", ExtractionLimits())] == ["heading", "paragraph"]
+    assert [e.kind for e in pool.extract(GOOD_MARKDOWN, "markdown", ExtractionLimits()).elements] == ["heading", "paragraph"]
 
 
 def test_a_worker_serves_many_documents():
@@ -148,7 +148,7 @@ def test_many_threads_share_a_small_pool_and_get_their_own_answers():
         )
         assert len(shared.worker_pids()) <= 2
     for i, data in documents.items():
-        assert results[i] == extract(data, "markdown")
+        assert results[i] == extract_document(data, "markdown")
 
 
 def test_close_stops_the_workers_and_refuses_new_work():
@@ -175,17 +175,17 @@ def test_isolated_result_equals_in_process_result_for_every_reader(pool):
         (docx_document(lambda d: d.add_heading("Title", 1)), "docx"),
     ]
     for data, fmt in samples:
-        assert pool.extract(data, fmt, ExtractionLimits()) == extract(data, fmt)
+        assert pool.extract(data, fmt, ExtractionLimits()) == extract_document(data, fmt)
 
 
 def test_the_shared_pool_shuts_down_and_starts_again_on_demand():
     from kbtui.extract import extract_isolated, shutdown_extraction
     from kbtui.extract.isolation import default_pool
 
-    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract(GOOD_MARKDOWN, "markdown")
+    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract_document(GOOD_MARKDOWN, "markdown")
     pids = default_pool(ExtractionLimits()).worker_pids()
     shutdown_extraction()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract(GOOD_MARKDOWN, "markdown")
+    assert extract_isolated(GOOD_MARKDOWN, "markdown") == extract_document(GOOD_MARKDOWN, "markdown")

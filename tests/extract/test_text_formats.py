@@ -15,7 +15,8 @@ from kbtui.extract import ExtractionFailed, ExtractionLimits, extract, format_fo
         ("app.log", "log"), ("page.htm", "html"), ("page.html", "html"), ("paper.pdf", "pdf"),
         ("letter.docx", "docx"), ("tool.py", "code:python"), ("main.go", "code:go"), ("lib.rs", "code:rust"),
         ("index.tsx", "code:typescript"), ("Main.java", "code:java"), ("x.hpp", "code:cpp"),
-        ("values.yaml", "code:yaml"), ("photo.jpg", None), ("archive.zip", None), ("old.doc", None),
+        ("values.yaml", "code:yaml"), ("photo.jpg", "image"), ("scan.TIFF", "image"), ("shot.webp", "image"),
+        ("anim.gif", None), ("archive.zip", None), ("old.doc", None),
     ],
 )
 def test_format_is_chosen_by_extension(name, fmt):

@@ -144,24 +144,11 @@ def test_a_read_in_a_missing_data_directory_says_there_is_no_knowledge_base(home
 
 
 def _make_schema_older(home: Path) -> None:
-    """Undo the migrations from sources on (6 and later), as if an older kbtui had written this catalog."""
-    from store.migrations import m0002_repositories
-
+    """Undo the latest migration (OCR pages), as if an older kbtui had written this catalog."""
     with sqlite3.connect(home / "kb.sqlite3") as conn:
-        for statement in (
-            "DROP TABLE unreachable_document",
-            "DROP TABLE source_file",
-            "DROP INDEX document_source_file",
-            "DROP INDEX document_loose_path",
-            "UPDATE document SET source_id = NULL",
-            "ALTER TABLE document DROP COLUMN source_id",
-            "CREATE UNIQUE INDEX document_source_path ON document(collection_id, source_path)"
-            " WHERE source_path IS NOT NULL",
-            *m0002_repositories.STATEMENTS,
-            "DROP TABLE source",
-        ):
+        for statement in ("DROP TABLE ocr_page", "DROP TABLE document_extraction"):
             conn.execute(statement)
-        conn.execute("DELETE FROM schema_version WHERE version >= 6")
+        conn.execute("DELETE FROM schema_version WHERE version >= 8")
 
 
 def test_a_read_upgrades_an_older_schema_once_and_then_never_writes(home, knowledge_base):

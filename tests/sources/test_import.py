@@ -113,7 +113,7 @@ def test_first_import_takes_only_safe_supported_files(counting_node, tree, outsi
     tree.write("pkg/__pycache__/notes.txt", "generatedcanary\n")
     tree.write("env/pyvenv.cfg", "home = /usr/bin\n")
     tree.write("env/lib/README.md", "generatedcanary\n")
-    tree.write("picture.png", b"\x89PNG\r\n\x1a\n")
+    tree.write("picture.gif", b"GIF89a")
     tree.write("data.txt", b"looks like text\x00\x01\x02 but is not")
     tree.write("empty.md", "")
     tree.write("huge.md", "x" * (DEFAULT_LIMITS.max_file_bytes + 1))
@@ -134,7 +134,7 @@ def test_first_import_takes_only_safe_supported_files(counting_node, tree, outsi
         "sensitive": 7,  # .env, .env.local, prod.env, id_rsa, server.pem, server.key, .ssh/config.md
         # node_modules, build, __pycache__, and both files of a virtualenv (known by its pyvenv.cfg)
         "generated": 5,
-        "unsupported_format": 2,  # .gitignore, picture.png
+        "unsupported_format": 2,  # .gitignore, picture.gif
         "binary_content": 1,  # data.txt: content decides, not the name
         "empty": 1,
         "too_large": 1,

@@ -19,6 +19,8 @@ from kbtui.sources.rules import SkipReason, path_skip_reason
         ("docs/guide.md", None),
         ("README", None),
         ("notes.txt", None),
+        ("whiteboard/photo.JPG", None),  # images are read by OCR
+        ("runbook-screenshot.png", None),
         (".github/CONTRIBUTING.md", None),
         ("sub/.git/config.md", SkipReason.VCS_METADATA),
         (".git", SkipReason.VCS_METADATA),
@@ -44,7 +46,8 @@ from kbtui.sources.rules import SkipReason, path_skip_reason
         ("dist/notes.txt", SkipReason.GENERATED),
         ("target/doc.md", SkipReason.GENERATED),
         ("kbtui.egg-info/PKG-INFO", SkipReason.GENERATED),
-        ("logo.png", SkipReason.UNSUPPORTED_FORMAT),
+        ("logo.gif", SkipReason.UNSUPPORTED_FORMAT),
+        ("demo.mp4", SkipReason.UNSUPPORTED_FORMAT),
         (".gitignore", SkipReason.UNSUPPORTED_FORMAT),
         (".bashrc", SkipReason.UNSUPPORTED_FORMAT),
     ],

@@ -11,16 +11,17 @@ from textual.message import Message
 from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
 
 from kbtui.chunking import HEADING_SEPARATOR
+from kbtui.extract import DEFAULT_OCR
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.reads import DocumentDetail, Status
+from kbtui.reads import DocumentDetail, Status, ocr_summary
 from kbtui.reasons import explain_reason
 from kbtui.tui.messages import DeleteRequested, OpenReader, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size, status_cell
 
 
-def metadata_text(detail: DocumentDetail) -> Text:
+def metadata_text(detail: DocumentDetail, low_confidence: float = DEFAULT_OCR.low_confidence) -> Text:
     """The key facts, two to a line so they fit 80 columns."""
     row = detail.row
     status = status_cell(row.status, row.progress, row.reason)
@@ -38,6 +39,10 @@ def metadata_text(detail: DocumentDetail) -> Text:
     if row.source_path:
         text.append("source    ", style="dim")
         text.append(printable(row.source_path) + "\n")
+    if detail.ocr_pages:
+        text.append("ocr       ", style="dim")
+        low = any(page.low(low_confidence) for page in detail.ocr_pages)
+        text.append(ocr_summary(detail.ocr_pages, low_confidence) + "\n", style="yellow" if low else "")
     text.append("times     ", style="dim")
     text.append(f"added {full_time(row.created_at)} · indexed {full_time(row.indexed_at)}\n")
     text.append("index     ", style="dim")
@@ -134,7 +139,7 @@ class DocumentScreen(KbtuiScreen):
         if detail is None:
             self.query_one("#document-meta", Static).update(Text("This document no longer exists."))
             return
-        self.query_one("#document-meta", Static).update(metadata_text(detail))
+        self.query_one("#document-meta", Static).update(metadata_text(detail, self.node.config.ocr.low_confidence))
         history = self.query_one("#document-history", DataTable)
         history.clear(columns=True)
         history.add_columns("When", "Status", "Reason")

@@ -44,6 +44,7 @@ class IngestView:
     chunks_per_s: float = 0.0
     eta_s: float | None = None
     waiting: int = 0  # documents pending or in a stage, in the collection
+    ocr_pages_per_min: int = 0  # OCR is slow on a CPU: its own rate, shown while it works
 
 
 def clock_text(seconds: float | None) -> str:
@@ -79,6 +80,8 @@ def header_text(view: IngestView, *, wide: bool) -> Text:
     docs, chunks = rate_text(view.documents_per_s), rate_text(view.chunks_per_s)
     narrow = f" │ {docs.replace('/', ' doc/')} {chunks.replace('/', ' ch/')}"
     text.append(f" │ documents {docs} · chunks {chunks}" if wide else narrow)
+    if view.ocr_pages_per_min:
+        text.append(f" · OCR {view.ocr_pages_per_min} pages/min" if wide else f" ocr {view.ocr_pages_per_min}/min")
     if view.waiting:
         eta = duration_text(view.eta_s) if wide else clock_text(view.eta_s)
         text.append(f" │ ETA {eta}", style="bold")
