@@ -181,9 +181,9 @@ def commit_index(
             chunk_ids = [by_uid[spec.chunk_uid] for spec in chunks]
             with conn.cursor() as cursor:
                 cursor.executemany(
-                    "INSERT INTO chunk_vector(chunk_id, collection_id, identity, dim, embedding)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    [(chunk_id, collection_id, identity, dim, np.asarray(vector, dtype=np.float32))
+                    "INSERT INTO chunk_vector(chunk_id, collection_id, document_id, identity, dim, embedding)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    [(chunk_id, collection_id, document_id, identity, dim, np.asarray(vector, dtype=np.float32))
                      for chunk_id, vector in zip(chunk_ids, vectors, strict=True)],
                 )
         conn.execute(

@@ -47,7 +47,8 @@ EF_SEARCH = 200
 # How far an iterative scan may go for a filtered query before giving up (the
 # exact scan of the scope then answers).
 MAX_SCAN_TUPLES = 40_000
-_SCOPE = f"c.collection_id = %s AND d.collection_id = %s AND {SERVED_DOCUMENT_SQL}"
+# Over ``chunk_vector AS v JOIN document AS d ON d.id = v.document_id``; two collection parameters.
+_SCOPE = f"v.collection_id = %s AND d.collection_id = %s AND {SERVED_DOCUMENT_SQL}"
 # pg_advisory_xact_lock namespace of index creation ("kbtu" "i-vx"), plus a hash of the index name.
 _INDEX_LOCK = 0x6B627475_692D7600
 
@@ -108,17 +109,15 @@ def exact_search(
     """Cosine similarity of ``query`` against every visible vector of ``identity``
     in scope, best first (``store.vectors.exact_search``)."""
     dim = int(query.shape[0])
-    params: list[object] = [np.asarray(query, dtype=np.float32), collection_id, collection_id, collection_id]
-    where = sql.SQL("{identity} AND v.collection_id = %s AND {scope}").format(
-        identity=_identity_filter(identity, dim), scope=sql.SQL(_SCOPE)
-    )
+    params: list[object] = [np.asarray(query, dtype=np.float32), collection_id, collection_id]
+    where = sql.SQL("{identity} AND {scope}").format(identity=_identity_filter(identity, dim), scope=sql.SQL(_SCOPE))
     if document_id is not None:
-        where = sql.SQL("{where} AND c.document_id = %s").format(where=where)
+        where = sql.SQL("{where} AND v.document_id = %s").format(where=where)
         params.append(document_id)
     # OFFSET 0 keeps the scan apart from the ORDER BY: the HNSW index must not answer (it is approximate).
     statement = sql.SQL(
         "SELECT chunk_id, distance FROM (SELECT v.chunk_id, {distance} AS distance FROM chunk_vector AS v "
-        "JOIN chunk AS c ON c.id = v.chunk_id JOIN document AS d ON d.id = c.document_id WHERE {where} OFFSET 0) "
+        "JOIN document AS d ON d.id = v.document_id WHERE {where} OFFSET 0) "
         "AS scored ORDER BY distance, chunk_id LIMIT %s"
     ).format(distance=_distance(dim), where=where)
     rows = conn.execute(statement, [*params, limit]).fetchall()
@@ -156,18 +155,19 @@ def search(
         return exact_search(conn, query, identity, collection_id, document_id=document_id, limit=limit)
     statement = sql.SQL(
         "WITH nearest AS MATERIALIZED ("
-        " SELECT v.chunk_id, {distance} AS distance FROM chunk_vector AS v"
-        " JOIN chunk AS c ON c.id = v.chunk_id JOIN document AS d ON d.id = c.document_id"
-        " WHERE {identity} AND v.collection_id = %s AND {scope} ORDER BY distance LIMIT %s"
+        " SELECT v.chunk_id, {distance} AS distance FROM chunk_vector AS v JOIN document AS d ON d.id = v.document_id"
+        " WHERE {identity} AND {scope} ORDER BY distance LIMIT %s"
         ") SELECT chunk_id, distance FROM nearest ORDER BY distance, chunk_id"
     ).format(distance=_distance(dim), identity=_identity_filter(identity, dim), scope=sql.SQL(_SCOPE))
     with conn.transaction():
-        conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(ef_search, limit))))
-        conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        conn.execute(sql.SQL("SET LOCAL hnsw.max_scan_tuples = {}").format(sql.Literal(MAX_SCAN_TUPLES)))
-        rows = conn.execute(
-            statement, [np.asarray(query, dtype=np.float32), collection_id, collection_id, collection_id, limit]
-        ).fetchall()
+        # One round trip for the scan's settings. No sort: the planner must walk
+        # the index (an exact top-k of a large scope is what the index avoids).
+        conn.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('hnsw.max_scan_tuples', %s, true), set_config('enable_sort', 'off', true)",
+            (str(max(ef_search, limit)), str(MAX_SCAN_TUPLES)),
+        )
+        rows = conn.execute(statement, [np.asarray(query, dtype=np.float32), collection_id, collection_id, limit]).fetchall()
     if len(rows) < limit:
         # The walk gave up before finding ``limit`` rows in scope: the scope is
         # sparse in the graph; its exact scan is the answer.

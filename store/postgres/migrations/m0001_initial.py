@@ -23,7 +23,7 @@ What differs, and why:
 - CJK: ``has_cjk`` marks chunks holding Han, kana or Hangul; a pg_trgm index
   over their text answers substring matches (the SQLite ``chunk_cjk`` table).
 - ``chunk_vector.embedding`` is pgvector's ``vector`` of any width, with the
-  collection beside it for filtered searches; one HNSW index per identity and
+  chunk's collection and document beside it for filtered searches; one HNSW index per identity and
   width is made on first use (``vector_index`` lists them).
 - ``blob`` and ``blob_segment``: the encrypted sources in the database, one row
   per 64 KiB segment (the ``store.blobs`` format).
@@ -154,8 +154,11 @@ STATEMENTS = [
                        (column_tokens[1] + column_tokens[2] + column_tokens[3] + column_tokens[4]) STORED,
         has_cjk        boolean NOT NULL,
         CHECK (cardinality(column_tokens) = 4)
-    )
+    ) WITH (toast_tuple_target = 8160)
     """,
+    # The search vector stays in the row, uncompressed: every matching row's is read to
+    # score it, and a detoasted one cost ten times more (benchmarks/search_postgres.py).
+    "ALTER TABLE chunk ALTER COLUMN search_vector SET STORAGE EXTERNAL",
     "CREATE INDEX chunk_document ON chunk(document_id, ordinal)",
     "CREATE INDEX chunk_content_hash ON chunk(content_hash)",
     "CREATE INDEX chunk_search ON chunk USING gin (search_vector)",
@@ -164,7 +167,8 @@ STATEMENTS = [
     """
     CREATE TABLE chunk_vector (
         chunk_id      bigint PRIMARY KEY REFERENCES chunk(id) ON DELETE CASCADE,
-        collection_id text NOT NULL,                 -- the chunk's, for filtered index scans
+        collection_id text NOT NULL,                 -- the chunk's (never changes), for filtered index scans
+        document_id   text NOT NULL,                 -- the chunk's: visibility without joining chunk
         identity      text NOT NULL,
         dim           integer NOT NULL,
         embedding     vector NOT NULL,
