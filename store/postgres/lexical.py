@@ -122,6 +122,11 @@ def bm25_statistics(conn: psycopg.Connection) -> tuple[int, float]:
     return int(row[0]), int(row[1]) / int(row[0])
 
 
+def _float(value: float) -> sql.Composable:
+    """A double precision constant (a bare literal like 0.75 would be numeric: slow arithmetic)."""
+    return sql.SQL("{}::float8").format(sql.Literal(repr(float(value))))
+
+
 def _idf(rows: int, holding: int) -> float:
     value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 else 0.0
     return value if value > 0 else MIN_IDF
@@ -148,32 +153,27 @@ def ranked_matches(
     frequencies: list[sql.Composable] = []
     terms: list[sql.Composable] = []
     for i, (word, p) in enumerate(phrases.items()):
-        weight = max(1, said.get(word, 1)) * _idf(rows, holding.get(word, 0))
+        weight = max(1, said.get(word, 1)) * _idf(rows, holding.get(word, 0)) * (K1 + 1.0)
         frequencies.append(
             sql.SQL("{scale} * ts_rank_cd({weights}::real[], c.search_vector, {query}::tsquery, 0) AS {name}").format(
-                scale=sql.Literal(_WEIGHT_SCALE),
+                scale=_float(_WEIGHT_SCALE),
                 weights=sql.Literal(_RANK_WEIGHTS),
                 query=sql.Literal(tokens.phrase_query(p)),
                 name=sql.Identifier(f"f{i}"),
             )
         )
-        terms.append(
-            sql.SQL("{weight} * tf.{f} * {k1_plus_1} / (tf.{f} + tf.norm)").format(
-                weight=sql.Literal(weight), f=sql.Identifier(f"f{i}"), k1_plus_1=sql.Literal(K1 + 1.0)
-            )
-        )
-    norm = (
-        sql.SQL("{k1} * (1 - {b} + {b} * c.token_count / {average}::float8)").format(
-            k1=sql.Literal(K1), b=sql.Literal(B), average=sql.Literal(average)
-        )
-        if average > 0
-        else sql.Literal(K1)
+        terms.append(sql.SQL("{weight} * {f} / ({f} + norm)").format(weight=_float(weight), f=sql.Identifier(f"f{i}")))
+    # k1 * (1 - b + b * D / avgdl), as a + c * D.
+    norm = sql.SQL("{a} + {c} * c.token_count").format(
+        a=_float(K1 * (1.0 - B) if average > 0 else K1), c=_float(K1 * B / average if average > 0 else 0.0)
     )
     where, params = _scope(collection_id, document_id)
+    # OFFSET 0 keeps the inner query whole: each frequency is computed once per
+    # row (pulled up, the planner would call ts_rank_cd in every term that uses it).
     statement = sql.SQL(
-        "SELECT c.id, {score} AS score FROM chunk AS c JOIN document AS d ON d.id = c.document_id "
-        "CROSS JOIN LATERAL (SELECT {frequencies}, {norm} AS norm) AS tf "
-        "WHERE c.search_vector @@ %s::tsquery AND {where} ORDER BY score DESC, c.id LIMIT %s"
+        "SELECT id, {score} AS score FROM (SELECT c.id, {frequencies}, {norm} AS norm FROM chunk AS c "
+        "JOIN document AS d ON d.id = c.document_id WHERE c.search_vector @@ %s::tsquery AND {where} OFFSET 0) AS tf "
+        "ORDER BY score DESC, id LIMIT %s"
     ).format(
         score=sql.SQL(" + ").join(terms),
         frequencies=sql.SQL(", ").join(frequencies),
