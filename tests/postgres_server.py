@@ -23,6 +23,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -47,10 +48,8 @@ class TestServer:
 
     def url(self, database: str, *, password: str | None = None) -> str:
         """The URL of ``database`` (the server trusts local logins: any password is accepted)."""
-        secret = f":{password}" if password else ":"
-        return self.admin_url.replace("postgresql://postgres:", f"postgresql://postgres{secret}", 1).replace(
-            "@/postgres?", f"@/{database}?", 1
-        )
+        parts = urlsplit(self.admin_url)
+        return urlunsplit(parts._replace(netloc=f"postgres:{password or ''}@", path=f"/{database}"))
 
     def create_database(self) -> str:
         name = f"t_{uuid.uuid4().hex[:16]}"
