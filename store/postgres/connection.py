@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from urllib.parse import SplitResult, urlsplit
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -73,11 +72,10 @@ def server_name(url: str) -> str:
     """How messages name the server: ``host:port/database`` (a socket directory
     stands as the host), never the user's password."""
     try:
-        parts: SplitResult | None = urlsplit(url) if "://" in url else None
         info = conninfo_to_dict(url)
-    except (psycopg.Error, ValueError):
+    except psycopg.Error:
         return "the PostgreSQL server (its URL could not be read)"
-    host = str(info.get("host") or (parts.hostname if parts else None) or "localhost")
+    host = str(info.get("host") or "localhost")
     port = str(info.get("port") or "5432")
     database = str(info.get("dbname") or info.get("user") or "postgres")
     return f"{host}:{port}/{database}"
