@@ -14,6 +14,7 @@ from kbtui.config import Config
 from kbtui.errors import BlobCorrupt, StoreError
 from kbtui.extract import PARSER_VERSION, Element, ExtractionFailed, extract_isolated
 from store import Store
+from store.blob_labels import upgrade_if_legacy
 
 
 class DocumentFacts(Protocol):
@@ -53,6 +54,7 @@ def extract_stage(store: Store, config: Config, document: DocumentFacts) -> list
         raise StageFailed("blob_corrupt") from None
     except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
+    upgrade_if_legacy(store, document.document_id)  # re-indexing gives an old blob its sealed label
     try:
         return extract_isolated(data, document.format, config.extraction)
     except ExtractionFailed as exc:
