@@ -302,22 +302,29 @@ def _size_or_none(path: Path) -> int | None:
 
 @dataclass(frozen=True)
 class Settled:
-    """Documents whose blob changed while the backup ran: deleted, or updated in place."""
+    """What the backup settled in its catalog copy: documents whose blob went
+    away or changed while it ran, and documents caught mid-pipeline."""
 
     removed: tuple[str, ...] = ()
     updated: tuple[str, ...] = ()
+    requeued: int = 0
+
+
+_IN_FLIGHT = ("Extracting", "Chunking", "Embedding")
 
 
 def settle_catalog(path: Path, plan: BlobPlan, copied: dict[str, BlobEntry]) -> Settled:
-    """Bring the copied catalog in line with the blobs copied after it, as the node would."""
+    """Bring the copied catalog in line with the blobs copied after it, as the
+    node would: a document whose blob is gone was deleted, one whose blob
+    holds other bytes was updated in place (Pending, its old index serving).
+    A document caught mid-pipeline is Pending again, as at a node's start."""
     removed = [doc_id for doc_id in plan.documents if doc_id not in copied]
     updated = [
         doc_id for doc_id, entry in copied.items()
         if entry.in_catalog and entry.content_hash is not None and entry.content_hash != plan.documents[doc_id]
     ]
-    if not removed and not updated:
-        return Settled()
     now = time.time()
+    marks = ", ".join("?" for _ in _IN_FLIGHT)
     with _connect(path) as connection:
         connection.execute("PRAGMA foreign_keys = ON")
         with connection:
@@ -325,17 +332,20 @@ def settle_catalog(path: Path, plan: BlobPlan, copied: dict[str, BlobEntry]) -> 
                 # Children go by ON DELETE CASCADE; chunk rows leave the full-text index by their trigger.
                 connection.execute("DELETE FROM document WHERE id = ?", (doc_id,))
             for doc_id in updated:
-                entry = copied[doc_id]
+                connection.execute("UPDATE document SET content_hash = ? WHERE id = ?", (copied[doc_id].content_hash, doc_id))
+            requeue = [row[0] for row in connection.execute(
+                f"SELECT id FROM document WHERE status IN ({marks})", _IN_FLIGHT
+            )]
+            for doc_id in dict.fromkeys([*updated, *requeue]):
                 connection.execute(
-                    "UPDATE document SET content_hash = ?, status = 'Pending', failure_reason = NULL, progress = 0,"
-                    " updated_at = ? WHERE id = ?",
-                    (entry.content_hash, now, doc_id),
+                    "UPDATE document SET status = 'Pending', failure_reason = NULL, progress = 0, updated_at = ?"
+                    " WHERE id = ?", (now, doc_id),
                 )
                 connection.execute(
                     "INSERT INTO status_history(document_id, status, reason, at) VALUES (?, 'Pending', NULL, ?)",
                     (doc_id, now),
                 )
-    return Settled(tuple(removed), tuple(updated))
+    return Settled(tuple(removed), tuple(updated), len(requeue))
 
 
 def _catalog_counts(path: Path, blobs: int) -> dict[str, int]:
