@@ -54,7 +54,7 @@ def test_a_backup_taken_while_200_documents_are_added_restores_to_the_same_answe
         assert adding.wait(timeout=600) == 0, adding.communicate()
     taken = json.loads(backup.stdout)
     manifest = json.loads((tmp_path / "bk" / "manifest.json").read_text())
-    assert BASE < taken["documents"] and manifest["counts"].get("status:Indexed", 0) < BASE + 200, (
+    assert taken["documents"] > BASE and manifest["counts"].get("status:Indexed", 0) < BASE + 200, (
         "the backup did not overlap the add"
     )
 
