@@ -724,7 +724,7 @@ def examine_data_directory(home: Path) -> Examination:
 
 # What the backup use cases report, for the faces.
 BackupReport, VerifyReport, RestoreReport = backups.BackupReport, backups.VerifyReport, backups.RestoreReport
-verify_backup, restore_backup, upgrade_blobs = backups.verify, backups.restore, backups.upgrade_blobs
+verify_backup, upgrade_blobs = backups.verify, backups.upgrade_blobs
 
 
 def back_up(
@@ -736,6 +736,13 @@ def back_up(
         config, destination, incremental=incremental, with_key=with_key,
         on_progress=_pause_halfway("backup", "sources", on_progress),
     )
+
+
+def restore_backup(
+    config: Config, backup: Path, *, key_file: Path | None = None, on_progress: backups.Progress | None = None
+) -> backups.RestoreReport:
+    """``kbtui restore``: a verified backup into the empty data directory."""
+    return backups.restore(config, backup, key_file=key_file, on_progress=_pause_halfway("restore", "sources", on_progress))
 
 
 @dataclass(frozen=True)

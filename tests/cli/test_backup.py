@@ -249,3 +249,17 @@ def test_kill_9_during_an_incremental_backup_keeps_the_last_one_then_a_rerun_com
     assert rerun.returncode == 0, rerun.stderr
     assert json.loads(rerun.stdout)["documents"] == BASE + 10
     assert kbtui(home, "backup", "--verify", str(destination)).returncode == 0
+
+
+def test_kill_9_during_a_restore_then_a_rerun_completes(home, base, tmp_path):
+    assert kbtui(home, "backup", str(tmp_path / "bk"), "--with-key").returncode == 0
+    target, marker = tmp_path / "restored", tmp_path / "paused"
+    kill_9_when_paused(kbtui_process(target, "restore", str(tmp_path / "bk"), pause_at="restore", marker=marker), marker)
+    assert not (target / "kb.sqlite3").exists()  # sources but no catalog: every command refuses it
+    refused = kbtui(target, "search", "zorblax3")
+    assert refused.returncode == 3, refused.stderr
+    rerun = kbtui(target, "restore", str(tmp_path / "bk"), "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    assert json.loads(rerun.stdout)["resumed"]
+    assert not (target / "restore.partial").exists()
+    assert top_documents(target, base) == top_documents(home, base)
