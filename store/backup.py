@@ -44,6 +44,7 @@ import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -63,6 +64,7 @@ BACKUP_FORMAT = 1
 # than this before the copy: younger ones are adds still in flight (their rows
 # come after the copy), older ones are leftovers the node keeps (kbtui doctor counts them).
 UNKNOWN_BLOB_MIN_AGE_S = 300.0
+COPY_THREADS = 4
 _MAC_LABEL = b"kbtui backup manifest v1"
 _CATALOG_ID_KEY = "catalog_id"
 _FINGERPRINT_KEY = "node_key_fingerprint"
@@ -429,15 +431,22 @@ def take_backup(
     copied: dict[str, BlobEntry] = {}
     fresh = 0
     bytes_copied = 0
-    for done, (blob_id, in_catalog) in enumerate(_planned(plan), 1):
-        outcome = copy_blob(home, blob_id, blob_dir, node_key, previous=earlier.get(blob_id), in_catalog=in_catalog)
-        if outcome is not None:
-            entry, copied_now = outcome
-            copied[blob_id] = entry
-            if copied_now:
-                fresh += 1
-                bytes_copied += entry.size
-        progress("sources", done, plan.total)
+
+    def copy(item: tuple[str, bool]) -> tuple[str, tuple[BlobEntry, bool] | None]:
+        blob_id, in_catalog = item
+        return blob_id, copy_blob(home, blob_id, blob_dir, node_key, previous=earlier.get(blob_id), in_catalog=in_catalog)
+
+    # A few copies at once: most of a copy's time is its fsync, and the
+    # file system commits concurrent ones together.
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="kbtui-backup") as pool:
+        for done, (blob_id, outcome) in enumerate(pool.map(copy, _planned(plan)), 1):
+            if outcome is not None:
+                entry, copied_now = outcome
+                copied[blob_id] = entry
+                if copied_now:
+                    fresh += 1
+                    bytes_copied += entry.size
+            progress("sources", done, plan.total)
     fsync_dir(blob_dir)
 
     settled = settle_catalog(catalog.path, plan, copied)

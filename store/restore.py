@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from store.ann import VectorIndexes
-from store.backup import Manifest, Progress, check_key, read_manifest, verify_backup
+from store.backup import COPY_THREADS, BlobEntry, Manifest, Progress, check_key, read_manifest, verify_backup
 from store.datadir import (
     BLOB_DIR_NAME,
     DB_FILE_NAME,
@@ -139,14 +140,18 @@ def _check_target(home: Path, manifest: Manifest) -> bool:
 def _install_blobs(home: Path, backup: Path, manifest: Manifest, progress: Progress) -> None:
     directory = home / BLOB_DIR_NAME
     directory.mkdir(mode=0o700, exist_ok=True)
-    for done, entry in enumerate(manifest.blobs, 1):
+
+    def install(entry: BlobEntry) -> None:
         target = directory / entry.id
         if not (target.exists() and target.stat().st_size == entry.size):
             with open(backup / entry.file, "rb") as source:
                 # The node's own modification time: the next incremental backup
                 # into the same backup then finds every blob there already.
                 copy_durably(source, directory, entry.id, mtime_ns=entry.source_mtime_ns)
-        progress("sources", done, len(manifest.blobs))
+
+    with ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="kbtui-restore") as pool:
+        for done, _ in enumerate(pool.map(install, manifest.blobs), 1):
+            progress("sources", done, len(manifest.blobs))
     fsync_dir(directory)
 
 
