@@ -52,6 +52,7 @@ from store.blobs import BlobFile
 from store.datadir import DB_FILE_NAME, blob_names, connect_read_only, sqlite_detail
 from store.db import catalog_uri
 from store.errors import BackupProblem, BlobCorrupt, KeyProblem, StoreError
+from store.file_lock import FileLock
 from store.files import CopiedFile, copy_durably, fsync_dir
 from store.keys import KEY_FILE_NAME, key_fingerprint
 
@@ -407,15 +408,22 @@ def take_backup(
     directory). With it, a backup already there is brought up to date,
     copying only the blobs it lacks; none there makes a first one.
     """
-    progress = on_progress or (lambda *_: None)
     destination = destination.absolute()
     _refuse_inside(destination, home)
     previous = _previous_backup(destination, node_key) if incremental else None
     if previous is None:
         _refuse_existing(destination, incremental=incremental)
-        work = _fresh_partial(destination)
+        work, lock = _fresh_partial(destination)
     else:
-        work = destination
+        work, lock = destination, _lock_backup(destination, destination)
+    with lock:
+        return _write_backup(home, destination, work, previous, node_key, with_key, on_progress or (lambda *_: None))
+
+
+def _write_backup(
+    home: Path, destination: Path, work: Path, previous: Manifest | None, node_key: bytes, with_key: bool,
+    progress: Progress,
+) -> BackupReport:
     blob_dir = work / BLOB_DIR_NAME
     blob_dir.mkdir(mode=0o700, exist_ok=True)
 
@@ -519,18 +527,34 @@ def _refuse_existing(destination: Path, *, incremental: bool) -> None:
         raise StoreError(f"the backup destination {destination} is not empty; give a new directory{hint}")
 
 
-def _fresh_partial(destination: Path) -> Path:
-    """``<DEST>.partial``, new: one left by an interrupted backup is removed first
-    (only one kbtui marked as its own)."""
+def _fresh_partial(destination: Path) -> tuple[Path, FileLock]:
+    """``<DEST>.partial``, new and locked: one left by an interrupted backup is
+    removed first (only one kbtui marked as its own, and no backup holds)."""
     work = destination.with_name(destination.name + PARTIAL_SUFFIX)
     if work.exists():
         if not (work / MARKER_NAME).is_file():
             raise StoreError(f"{work} exists and is not an unfinished kbtui backup; move it away")
-        shutil.rmtree(work)
+        with _lock_backup(work, destination):
+            shutil.rmtree(work)
     destination.parent.mkdir(parents=True, exist_ok=True)
-    os.mkdir(work, 0o700)
+    try:
+        os.mkdir(work, 0o700)
+    except FileExistsError:
+        raise _busy(destination) from None
     (work / MARKER_NAME).write_text("an unfinished or finished kbtui backup; see manifest.json\n")
-    return work
+    return work, _lock_backup(work, destination)
+
+
+def _lock_backup(directory: Path, destination: Path) -> FileLock:
+    """Hold the flock on a backup's marker: one backup at a time writes there."""
+    held = FileLock.try_acquire(directory / MARKER_NAME)
+    if held is None:
+        raise _busy(destination)
+    return held
+
+
+def _busy(destination: Path) -> StoreError:
+    return StoreError(f"another kbtui backup is writing {destination}; wait for it to finish")
 
 
 def _remove_unnamed(backup: Path, manifest: Manifest) -> None:

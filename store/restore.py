@@ -61,6 +61,7 @@ def restore_backup(
             f"the backup fails verification ({len(report.problems)} problem(s); first: {report.problems[0]}); "
             "nothing was restored"
         )
+    prepare_home(home, create=True)
     marker = home / RESTORE_MARKER_NAME
     if not resumed:
         create_once(marker, manifest.catalog_id.encode("ascii"))
@@ -112,8 +113,10 @@ def _read_key_file(path: Path) -> bytes:
 
 def _check_target(home: Path, manifest: Manifest) -> bool:
     """Refuse a data directory that holds a catalog or sources (or runs a node);
-    True when it holds this backup's own unfinished restore."""
-    prepare_home(home, create=True)
+    True when it holds this backup's own unfinished restore. Creates nothing."""
+    if not home.exists():
+        return False
+    prepare_home(home, create=False)  # refuses a file, or a directory others can write
     if node_running(home):
         raise DataDirectoryProblem("a node is running for the data directory; stop it, and restore into an empty one")
     marker = home / RESTORE_MARKER_NAME
