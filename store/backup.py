@@ -49,16 +49,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from store.blobs import BlobFile
-from store.datadir import DB_FILE_NAME, blob_names, connect_read_only, sqlite_detail
+from store.datadir import (
+    BLOB_DIR_NAME,
+    CATALOG_ID_KEY,
+    DB_FILE_NAME,
+    FINGERPRINT_KEY,
+    blob_names,
+    connect_read_only,
+    sqlite_detail,
+)
 from store.db import catalog_uri
 from store.errors import BackupProblem, BlobCorrupt, KeyProblem, StoreError
 from store.file_lock import FileLock
-from store.files import CopiedFile, copy_durably, fsync_dir
+from store.files import CopiedFile, copy_durably, file_digest, fsync_dir
 from store.keys import KEY_FILE_NAME, key_fingerprint
 
 MANIFEST_NAME = "manifest.json"
 MARKER_NAME = ".kbtui-backup"
-BLOB_DIR_NAME = "blobs"
 PARTIAL_SUFFIX = ".partial"
 BACKUP_FORMAT = 1
 # A blob the copied catalog does not know is backed up only when it is older
@@ -67,8 +74,6 @@ BACKUP_FORMAT = 1
 UNKNOWN_BLOB_MIN_AGE_S = 300.0
 COPY_THREADS = 4
 _MAC_LABEL = b"kbtui backup manifest v1"
-_CATALOG_ID_KEY = "catalog_id"
-_FINGERPRINT_KEY = "node_key_fingerprint"
 
 Progress = Callable[[str, int, int], object]  # (stage, done, total)
 
@@ -212,7 +217,7 @@ def copy_catalog(home: Path, directory: Path) -> CatalogCopy:
             source.backup(target)  # pages=-1: the whole file in one step
             target.execute("PRAGMA journal_mode = DELETE")  # one self-contained file, no -wal beside it
             meta = dict(target.execute(
-                "SELECT key, value FROM node_meta WHERE key IN (?, ?)", (_CATALOG_ID_KEY, _FINGERPRINT_KEY)
+                "SELECT key, value FROM node_meta WHERE key IN (?, ?)", (CATALOG_ID_KEY, FINGERPRINT_KEY)
             ).fetchall())
             version = target.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
         finally:
@@ -223,7 +228,7 @@ def copy_catalog(home: Path, directory: Path) -> CatalogCopy:
     finally:
         source.close()
     return CatalogCopy(
-        tmp, started_at, bytes(meta[_CATALOG_ID_KEY]).decode("ascii"), bytes(meta[_FINGERPRINT_KEY]), int(version)
+        tmp, started_at, bytes(meta[CATALOG_ID_KEY]).decode("ascii"), bytes(meta[FINGERPRINT_KEY]), int(version)
     )
 
 
@@ -389,6 +394,7 @@ class BackupReport:
     bytes_copied: int
     catalog_bytes: int
     with_key: bool
+    seconds: float
     settled: Settled = field(default_factory=Settled)
     unknown_blobs: int = 0
 
@@ -408,6 +414,7 @@ def take_backup(
     directory). With it, a backup already there is brought up to date,
     copying only the blobs it lacks; none there makes a first one.
     """
+    started = time.perf_counter()
     destination = destination.absolute()
     _refuse_inside(destination, home)
     previous = _previous_backup(destination, node_key) if incremental else None
@@ -417,7 +424,8 @@ def take_backup(
     else:
         work, lock = destination, _lock_backup(destination, destination)
     with lock:
-        return _write_backup(home, destination, work, previous, node_key, with_key, on_progress or (lambda *_: None))
+        report = _write_backup(home, destination, work, previous, node_key, with_key, on_progress or (lambda *_: None))
+    return replace(report, seconds=time.perf_counter() - started)
 
 
 def _write_backup(
@@ -459,9 +467,7 @@ def _write_backup(
 
     settled = settle_catalog(catalog.path, plan, copied)
     counts = _catalog_counts(catalog.path, len(copied))
-    with open(catalog.path, "rb") as handle:
-        catalog_file = copy_durably(handle, work, lambda sha256: f"catalog-{int(catalog.started_at)}-{sha256[:8]}.sqlite3")
-    catalog.path.unlink()
+    catalog_file = _name_by_checksum(catalog.path, lambda sha256: f"catalog-{int(catalog.started_at)}-{sha256[:8]}.sqlite3")
     key_entry = _copy_key(home, work) if with_key else None
     manifest = Manifest(
         catalog_id=catalog.catalog_id,
@@ -481,7 +487,8 @@ def _write_backup(
     return BackupReport(
         destination=destination, incremental=previous is not None, documents=counts["documents"],
         blobs=len(copied), blobs_copied=fresh, bytes_copied=bytes_copied, catalog_bytes=catalog_file.size,
-        with_key=with_key, settled=settled, unknown_blobs=sum(1 for e in copied.values() if not e.in_catalog),
+        with_key=with_key, seconds=0.0, settled=settled,
+        unknown_blobs=sum(1 for e in copied.values() if not e.in_catalog),
     )
 
 
@@ -490,6 +497,19 @@ def _planned(plan: BlobPlan) -> Iterator[tuple[str, bool]]:
         yield blob_id, True
     for blob_id in plan.unknown:
         yield blob_id, False
+
+
+def _name_by_checksum(tmp: Path, name: Callable[[str], str]) -> CopiedFile:
+    """Fsync a finished temp file and rename it to ``name(its sha256)`` beside it."""
+    size, sha256 = file_digest(tmp)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    final = tmp.with_name(name(sha256))
+    os.replace(tmp, final)
+    return CopiedFile(final, size, sha256)
 
 
 def _file_entry(directory: Path, copied: CopiedFile) -> FileEntry:
@@ -580,6 +600,7 @@ class VerifyReport:
     problems: tuple[str, ...]
     files: int
     bytes: int
+    seconds: float
 
     @property
     def ok(self) -> bool:
@@ -592,6 +613,7 @@ def verify_backup(backup: Path, node_key: bytes, *, on_progress: Progress | None
     integrity check, its ids, a blob for every document), and every blob
     authenticated with the key (a format-2 blob's content against its sealed hash)."""
     progress = on_progress or (lambda *_: None)
+    started = time.perf_counter()
     manifest = read_manifest(backup, node_key)
     problems: list[str] = []
     files = checked_bytes = 0
@@ -622,25 +644,19 @@ def verify_backup(backup: Path, node_key: bytes, *, on_progress: Progress | None
     if catalog_hashes is not None:
         listed = {entry.id for entry in manifest.blobs}
         problems.extend(f"document {doc_id} has no source in the backup" for doc_id in sorted(catalog_hashes.keys() - listed))
-    return VerifyReport(manifest, tuple(problems), files, checked_bytes)
+    return VerifyReport(manifest, tuple(problems), files, checked_bytes, time.perf_counter() - started)
 
 
 def _check_file(backup: Path, entry: FileEntry, what: str, problems: list[str]) -> bool:
-    path = backup / entry.file
-    digest = hashlib.sha256()
-    size = 0
     try:
-        with open(path, "rb") as handle:
-            while block := handle.read(1 << 20):
-                digest.update(block)
-                size += len(block)
+        size, sha256 = file_digest(backup / entry.file)
     except FileNotFoundError:
         problems.append(f"{what} is missing ({entry.file})")
         return False
     if size != entry.size:
         problems.append(f"{what} has {size} bytes instead of {entry.size} (truncated or damaged)")
         return False
-    if digest.hexdigest() != entry.sha256:
+    if sha256 != entry.sha256:
         problems.append(f"{what} does not match its checksum (damaged)")
         return False
     return True
@@ -658,9 +674,9 @@ def _check_catalog(path: Path, manifest: Manifest, problems: list[str]) -> dict[
             problems.append("the catalog fails SQLite's integrity check")
             return None
         meta = dict(connection.execute("SELECT key, value FROM node_meta").fetchall())
-        if bytes(meta.get(_CATALOG_ID_KEY, b"")).decode("ascii", "replace") != manifest.catalog_id:
+        if bytes(meta.get(CATALOG_ID_KEY, b"")).decode("ascii", "replace") != manifest.catalog_id:
             problems.append("the catalog is not the one the manifest names")
-        if bytes(meta.get(_FINGERPRINT_KEY, b"")).hex() != manifest.key_fingerprint:
+        if bytes(meta.get(FINGERPRINT_KEY, b"")).hex() != manifest.key_fingerprint:
             problems.append("the catalog was written with another key than the manifest names")
         return dict(connection.execute("SELECT id, content_hash FROM document").fetchall())
     except sqlite3.Error as exc:

@@ -55,8 +55,9 @@ def upgrade_if_legacy(store: Store, document_id: str) -> bool:
 
 @dataclass(frozen=True)
 class UpgradeReport:
-    """What :func:`upgrade_legacy_blobs` did: blobs upgraded, already current,
-    changed meanwhile (left for the next run), and damaged (document ids)."""
+    """What :func:`upgrade_legacy_blobs` did: blobs given a label (format 1) or a
+    current one (a rename whose relabelling failed), blobs already current,
+    blobs changed meanwhile (left for the next run), and damaged ones (document ids)."""
 
     upgraded: int
     current: int
@@ -65,26 +66,33 @@ class UpgradeReport:
 
 
 def upgrade_legacy_blobs(store: Store, *, on_progress: Callable[[int, int], object] | None = None) -> UpgradeReport:
-    """Upgrade every catalog document's format-1 blob to format 2, one at a
-    time (each replaced atomically, only if it still holds the bytes its row
-    names); a damaged blob is listed and left as it is."""
+    """Give every catalog document's blob the label its row calls for: a
+    format-1 blob is sealed again in format 2, a format-2 blob whose label
+    disagrees with its row is relabelled. One at a time, each replaced
+    atomically and only if it still holds the bytes its row names; a damaged
+    blob is listed and left as it is."""
     ids = [row.id for row in Document.select(Document.id).order_by(Document.id)]
     upgraded = current = skipped = 0
     damaged: list[str] = []
     for done, document_id in enumerate(ids, 1):
-        version = store.blobs.format_version(document_id)
-        if version is None:
+        try:
+            if _label_is_current(store, document_id):
+                current += 1
+            elif refresh_label(store, document_id):
+                upgraded += 1
+            else:
+                skipped += 1
+        except BlobCorrupt:
             damaged.append(document_id)
-        elif version != LEGACY_VERSION:
-            current += 1
-        else:
-            try:
-                if refresh_label(store, document_id):
-                    upgraded += 1
-                else:
-                    skipped += 1
-            except BlobCorrupt:
-                damaged.append(document_id)
         if on_progress is not None:
             on_progress(done, len(ids))
     return UpgradeReport(upgraded, current, skipped, tuple(damaged))
+
+
+def _label_is_current(store: Store, document_id: str) -> bool:
+    document = Document.get_or_none(Document.id == document_id)
+    if document is None:
+        return True  # deleted meanwhile: nothing to do
+    with store.blobs.open(document_id) as blob:
+        stored = blob.label()
+    return stored is not None and stored.label == label_of(store, document) and stored.content_hash == document.content_hash

@@ -62,6 +62,17 @@ def replace_durably(tmp: Path, final: Path) -> None:
     fsync_dir(final.parent)
 
 
+def file_digest(path: Path) -> tuple[int, str]:
+    """The size and SHA-256 of the file at ``path``, read once."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class CopiedFile:
     path: Path

@@ -12,6 +12,7 @@ way, so a re-run after a kill completes it. The ANN caches are rebuilt last.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from store.datadir import (
 from store.errors import BackupProblem, DataDirectoryProblem, KeyProblem
 from store.files import copy_durably, create_once, fsync_dir
 from store.keys import KEY_BYTES, KEY_FILE_NAME, load_or_create_key
+from store.migrations import LATEST_VERSION, newer_schema_problem
 from store.node_lock import node_running
 from store.opening import open_store
 
@@ -43,14 +45,19 @@ class RestoreReport:
     key_from: str  # "the data directory", "--key" or "the backup"
     vector_indexes: int
     resumed: bool
+    seconds: float
+    vector_index_seconds: float  # of ``seconds``: rebuilding the vector indexes
 
 
 def restore_backup(
     home: Path, backup: Path, *, key_file: Path | None = None, on_progress: Progress | None = None
 ) -> RestoreReport:
     """Restore ``backup`` into the data directory ``home`` (see the module)."""
+    started = time.perf_counter()
     progress = on_progress or (lambda *_: None)
     manifest = read_manifest(backup, None)
+    if manifest.schema_version > LATEST_VERSION:
+        raise newer_schema_problem(manifest.schema_version)
     key, key_from = _restore_key(home, backup, manifest, key_file)
     check_key(manifest, key)
     resumed = _check_target(home, manifest)
@@ -76,10 +83,12 @@ def restore_backup(
     write_fingerprint_file(home, Fingerprint(bytes.fromhex(manifest.key_fingerprint), manifest.catalog_id))
     marker.unlink()
     fsync_dir(home)
+    files_done = time.perf_counter()
     indexes = rebuild_vector_indexes(home, lambda done, total: progress("vector indexes", done, total))
+    ended = time.perf_counter()
     return RestoreReport(
         documents=manifest.counts.get("documents", 0), blobs=len(manifest.blobs), key_from=key_from,
-        vector_indexes=indexes, resumed=resumed,
+        vector_indexes=indexes, resumed=resumed, seconds=ended - started, vector_index_seconds=ended - files_done,
     )
 
 
@@ -164,6 +173,8 @@ def rebuild_vector_indexes(home: Path, on_progress: Callable[[int, int], object]
     try:
         identities = store.db.execute_sql("SELECT DISTINCT identity, dim FROM vector ORDER BY identity").fetchall()
         indexes = VectorIndexes(home)
+        if on_progress is not None:
+            on_progress(0, len(identities))
         for done, (identity, dim) in enumerate(identities, 1):
             index = indexes.index_for(identity, dim)
             if not index.ensure_open():

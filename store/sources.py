@@ -522,7 +522,7 @@ def move_source_document(store: Store, document_id: str, *, source_path: str, st
         ).where(Document.id == document_id).execute()
         _write_state(document_id, state)
     # The blob's sealed label names the path too (for kbtui recover). The
-    # rename stands if this fails; the label is refreshed by the next one.
+    # rename stands if this fails: kbtui doctor --upgrade-blobs relabels it.
     try:
         refresh_label(store, document_id)
     except (BlobCorrupt, OSError) as exc:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -17,6 +21,36 @@ from kbtui.printable import human_size
 
 # A verification or recovery lists at most this many lines (the count says the rest).
 LISTED = 20
+# A backup (and its verification) yields the CPU to the node it runs beside: on
+# a busy machine the node's search p95 stayed within 2x of idle with it, and
+# went to 4x without (benchmarks/backup.py).
+BACKGROUND_NICENESS = 10
+
+T = TypeVar("T")
+
+
+def yielding_the_cpu(work: Callable[[], T]) -> T:
+    """Run ``work`` in a thread of lower CPU priority (Linux nices each thread,
+    and the threads it starts inherit it); this thread keeps its own."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        if sys.platform.startswith("linux"):
+            thread = threading.get_native_id()
+            with suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, thread, os.getpriority(os.PRIO_PROCESS, thread) + BACKGROUND_NICENESS)
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="kbtui-backup", daemon=True)  # Ctrl-C ends the process
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 @contextmanager
@@ -63,21 +97,23 @@ def backup(
     if key_file is not None:
         raise click.UsageError("--key is for --verify (a backup uses the data directory's own key)")
     with stage_progress(disable=as_json) as progress:
-        report = back_up(config, destination, incremental=incremental, with_key=with_key, on_progress=progress)
+        report = yielding_the_cpu(
+            lambda: back_up(config, destination, incremental=incremental, with_key=with_key, on_progress=progress)
+        )
     if as_json:
         click.echo(json.dumps({
             "destination": str(report.destination), "incremental": report.incremental,
             "documents": report.documents, "sources": report.blobs, "sources_copied": report.blobs_copied,
             "bytes_copied": report.bytes_copied, "catalog_bytes": report.catalog_bytes, "with_key": report.with_key,
             "settled": {"removed": len(report.settled.removed), "updated": len(report.settled.updated)},
-            "unknown_sources": report.unknown_blobs,
+            "unknown_sources": report.unknown_blobs, "seconds": round(report.seconds, 3),
         }, indent=2))
         return 0
     kind = "incremental backup" if report.incremental else "backup"
     stdout.print(
         f"{kind} written to {shown(str(report.destination))}: {report.documents} document(s), "
         f"{report.blobs} source(s) ({report.blobs_copied} copied, {human_size(report.bytes_copied)}), "
-        f"catalog {human_size(report.catalog_bytes)}"
+        f"catalog {human_size(report.catalog_bytes)}; {report.seconds:.1f} s"
     )
     settled = report.settled
     if settled.removed or settled.updated:
@@ -96,11 +132,12 @@ def backup(
 
 def _verify(config: Config, backup_dir: Path, key_file: Path | None, *, as_json: bool) -> int:
     with stage_progress(disable=as_json) as progress:
-        report = verify_backup(config, backup_dir, key_file=key_file, on_progress=progress)
+        report = yielding_the_cpu(lambda: verify_backup(config, backup_dir, key_file=key_file, on_progress=progress))
     if as_json:
         click.echo(json.dumps({
             "backup": str(backup_dir), "ok": report.ok, "files": report.files, "bytes": report.bytes,
             "documents": report.manifest.counts.get("documents", 0), "problems": list(report.problems),
+            "seconds": round(report.seconds, 3),
         }, indent=2))
     else:
         for problem in report.problems[:LISTED]:
@@ -138,11 +175,12 @@ def restore(ctx: click.Context, backup_dir: Path, key_file: Path | None, as_json
         click.echo(json.dumps({
             "home": str(config.home), "documents": report.documents, "sources": report.blobs,
             "key_from": report.key_from, "vector_indexes": report.vector_indexes, "resumed": report.resumed,
+            "seconds": round(report.seconds, 3), "vector_index_seconds": round(report.vector_index_seconds, 3),
         }, indent=2))
         return 0
     stdout.print(
         f"restored into {shown(str(config.home))}: {report.documents} document(s), {report.blobs} source(s), "
-        f"key from {report.key_from}, {report.vector_indexes} vector index(es) rebuilt"
+        f"key from {report.key_from}, {report.vector_indexes} vector index(es) rebuilt; {report.seconds:.1f} s"
         + (" (an interrupted restore, completed)" if report.resumed else "")
     )
     return 0

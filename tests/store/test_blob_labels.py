@@ -75,3 +75,14 @@ def test_upgrade_labels_every_old_blob_and_lists_damaged_ones(node):
     assert [node.store.blobs.format_version(i) for i in (*ids[:2], current)] == [2, 2, 2]
     assert _label(node, ids[0]).label == DocumentLabel("DEFAULT", "doc0.txt", None, "text")
     assert node.store.blobs.path_for(ids[2]).read_bytes() == b"KBTB\x01" + b"\x00" * 60
+
+
+def test_upgrade_also_mends_a_label_a_failed_relabel_left_behind(node):
+    data = b"notes\n"
+    document_id = node.add_upload(data, "DEFAULT", display_name="now.txt").document_id
+    stale = DocumentLabel("DEFAULT", "before-the-rename.txt", None, "text")
+    assert node.store.blobs.reseal(document_id, stale, expected_sha256=hashlib.sha256(data).hexdigest())
+    with thread_connection():
+        report = upgrade_legacy_blobs(node.store)
+    assert (report.upgraded, report.current) == (1, 0)
+    assert _label(node, document_id).label == DocumentLabel("DEFAULT", "now.txt", None, "text")
