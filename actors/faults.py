@@ -12,7 +12,7 @@ import os
 import threading
 from pathlib import Path
 
-PAUSE_POINTS = ("extracting", "chunking", "embedding", "committing", "committed", "backup", "restore", "recover")
+PAUSE_POINTS = ("extracting", "chunking", "embedding", "committing", "committed")
 
 
 def pause_point(name: str) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 from kbtui.config import Config
 from kbtui.errors import KeyProblem
 from store import open_store
-from store.backup import BackupReport, Progress, VerifyReport, read_manifest, take_backup, verify_backup
+from store.backup import BackupReport, Progress, VerifyReport, read_key_file, read_manifest, take_backup, verify_backup
 from store.blob_labels import UpgradeReport, upgrade_legacy_blobs
-from store.keys import KEY_BYTES, KEY_FILE_NAME
+from store.keys import KEY_FILE_NAME
 from store.recover import RecoverReport, finish_recovery, read_source_key, recover_catalog
 from store.restore import RestoreReport, restore_backup
 
@@ -44,23 +44,13 @@ def verify(config: Config, backup: Path, *, key_file: Path | None = None, on_pro
 
 def _verifying_key(config: Config, backup: Path, key_file: Path | None) -> bytes:
     if key_file is not None:
-        return _read_key(key_file)
+        return read_key_file(key_file)
     if (config.home / KEY_FILE_NAME).exists():
-        return _read_key(config.home / KEY_FILE_NAME)
+        return read_key_file(config.home / KEY_FILE_NAME)
     manifest = read_manifest(backup, None)
     if manifest.key is not None:
-        return _read_key(backup / manifest.key.file)
+        return read_key_file(backup / manifest.key.file)
     raise KeyProblem("no node key to check the backup with: give it with --key FILE")
-
-
-def _read_key(path: Path) -> bytes:
-    try:
-        key = path.read_bytes()
-    except OSError:
-        raise KeyProblem("the key file cannot be read") from None
-    if len(key) != KEY_BYTES:
-        raise KeyProblem("the key file is not a kbtui node key (wrong length)")
-    return key
 
 
 def restore(

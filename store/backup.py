@@ -17,8 +17,9 @@ copied catalog the way the node itself would settle it: a document whose blob
 is gone was deleted after the copy (its row goes too, as a purge would do it),
 and a blob whose sealed content hash is not its row's was updated in place
 (the row is set Pending on the new bytes, its old index serving, as the update
-does). Blobs written after the catalog copy for documents it does not have are
-left out. So a restored backup is a state the node could have stopped in.
+does); a document caught mid-pipeline is Pending again, as at a node's start.
+Blobs written after the catalog copy for documents it does not have are left
+out. So a restored backup is a state the node could have stopped in.
 
 **Interruptions.** A file in a backup is never overwritten: blob copies are
 named by their checksum and the catalog by the time of the copy, each written
@@ -45,6 +46,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -62,7 +64,7 @@ from store.db import catalog_uri
 from store.errors import BackupProblem, BlobCorrupt, KeyProblem, StoreError
 from store.file_lock import FileLock
 from store.files import CopiedFile, copy_durably, file_digest, fsync_dir
-from store.keys import KEY_FILE_NAME, key_fingerprint
+from store.keys import KEY_BYTES, KEY_FILE_NAME, key_fingerprint
 
 MANIFEST_NAME = "manifest.json"
 MARKER_NAME = ".kbtui-backup"
@@ -174,6 +176,17 @@ def read_manifest(backup: Path, node_key: bytes | None) -> Manifest:
     return manifest
 
 
+def read_key_file(path: Path) -> bytes:
+    """A node key from a file given for a backup, a restore or a recovery."""
+    try:
+        key = path.read_bytes()
+    except OSError as exc:
+        raise KeyProblem(f"the key file cannot be read ({os.strerror(exc.errno or 0).lower()})") from None
+    if len(key) != KEY_BYTES:
+        raise KeyProblem("the key file is not a kbtui node key (wrong length)")
+    return key
+
+
 def check_key(manifest: Manifest, node_key: bytes) -> None:
     if not hmac.compare_digest(key_fingerprint(node_key).hex(), manifest.key_fingerprint):
         raise KeyProblem("the node key does not match this backup (it was taken with another key); nothing was changed")
@@ -251,7 +264,7 @@ class BlobPlan:
 def blobs_to_copy(home: Path, catalog: CatalogCopy) -> BlobPlan:
     """The blobs the backup of ``catalog`` holds (see :data:`UNKNOWN_BLOB_MIN_AGE_S`);
     blobs of documents the catalog recorded as removed are left out."""
-    with _connect(catalog.path) as connection:
+    with closing(sqlite3.connect(catalog.path)) as connection:
         documents = dict(connection.execute("SELECT id, content_hash FROM document ORDER BY id").fetchall())
         removed = {row[0] for row in connection.execute("SELECT id FROM removed_document")}
     unknown = []
@@ -333,7 +346,7 @@ def settle_catalog(path: Path, plan: BlobPlan, copied: dict[str, BlobEntry]) -> 
     ]
     now = time.time()
     marks = ", ".join("?" for _ in _IN_FLIGHT)
-    with _connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection:
         connection.execute("PRAGMA foreign_keys = ON")
         with connection:
             for doc_id in removed:
@@ -357,7 +370,7 @@ def settle_catalog(path: Path, plan: BlobPlan, copied: dict[str, BlobEntry]) -> 
 
 
 def _catalog_counts(path: Path, blobs: int) -> dict[str, int]:
-    with _connect(path) as connection:
+    with closing(sqlite3.connect(path)) as connection:
         counts = {f"status:{status}": n for status, n in connection.execute(
             "SELECT status, count(*) FROM document GROUP BY status"
         )}
@@ -366,19 +379,6 @@ def _catalog_counts(path: Path, blobs: int) -> dict[str, int]:
         counts["collections"] = connection.execute("SELECT count(*) FROM collection").fetchone()[0]
     counts["blobs"] = blobs
     return counts
-
-
-class _connect:
-    """A plain sqlite3 connection to a catalog copy, closed on exit."""
-
-    def __init__(self, path: Path) -> None:
-        self.connection = sqlite3.connect(path)
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.connection
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.connection.close()
 
 
 # ---------------------------------------------------------------- taking a backup

@@ -27,13 +27,14 @@ from pathlib import Path
 from peewee import IntegrityError
 
 from store import Store
+from store.backup import read_key_file
 from store.blobs import BlobFile, StoredLabel, seal_name
 from store.catalog import ensure_collection
 from store.datadir import BLOB_DIR_NAME, FINGERPRINT_FILE_NAME, observe, prepare_home, read_fingerprint_file
 from store.db import database
 from store.errors import BlobCorrupt, DataDirectoryProblem, KeyProblem, StoreError
 from store.files import copy_durably, create_once, fsync_dir
-from store.keys import KEY_BYTES, KEY_FILE_NAME, key_fingerprint
+from store.keys import KEY_FILE_NAME, key_fingerprint
 from store.models import Document, Status, StatusHistory
 from store.opening import create_store, open_store
 
@@ -67,15 +68,9 @@ def source_blob_dir(source: Path) -> Path:
 def read_source_key(source: Path, key_file: Path | None) -> bytes:
     """The key to recover with: ``key_file``, else the source data directory's
     ``node.key``; checked against the source's ``node.fingerprint`` when there is one."""
-    path = key_file if key_file is not None else source / KEY_FILE_NAME
-    try:
-        key = path.read_bytes()
-    except FileNotFoundError:
-        raise KeyProblem(f"no node key: {source} holds no {KEY_FILE_NAME}; give it with --key FILE") from None
-    except OSError as exc:
-        raise KeyProblem(f"the key file cannot be read ({os.strerror(exc.errno or 0).lower()})") from None
-    if len(key) != KEY_BYTES:
-        raise KeyProblem("the key file is not a kbtui node key (wrong length)")
+    if key_file is None and not (source / KEY_FILE_NAME).exists():
+        raise KeyProblem(f"no node key: {source} holds no {KEY_FILE_NAME}; give it with --key FILE")
+    key = read_key_file(key_file if key_file is not None else source / KEY_FILE_NAME)
     recorded, _ = read_fingerprint_file(source)
     if recorded is not None and not hmac.compare_digest(recorded.key_fingerprint, key_fingerprint(key)):
         raise KeyProblem(f"the key is not the one {source} was written with ({FINGERPRINT_FILE_NAME} says so)")

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from store.ann import VectorIndexes
-from store.backup import COPY_THREADS, BlobEntry, Manifest, Progress, check_key, read_manifest, verify_backup
+from store.backup import (
+    COPY_THREADS,
+    BlobEntry,
+    Manifest,
+    Progress,
+    check_key,
+    read_key_file,
+    read_manifest,
+    verify_backup,
+)
 from store.datadir import (
     BLOB_DIR_NAME,
     DB_FILE_NAME,
@@ -30,7 +39,7 @@ from store.datadir import (
 )
 from store.errors import BackupProblem, DataDirectoryProblem, KeyProblem
 from store.files import copy_durably, create_once, fsync_dir
-from store.keys import KEY_BYTES, KEY_FILE_NAME, load_or_create_key
+from store.keys import KEY_FILE_NAME, load_or_create_key
 from store.migrations import LATEST_VERSION, newer_schema_problem
 from store.node_lock import node_running
 from store.opening import open_store
@@ -95,7 +104,7 @@ def restore_backup(
 def _restore_key(home: Path, backup: Path, manifest: Manifest, key_file: Path | None) -> tuple[bytes, str]:
     """The key to restore with: ``--key``, else the data directory's, else the backup's."""
     here = load_or_create_key(home, data_exists=True) if (home / KEY_FILE_NAME).exists() else None
-    given = _read_key_file(key_file) if key_file is not None else None
+    given = read_key_file(key_file) if key_file is not None else None
     if here is not None and given is not None and here != given:
         raise KeyProblem(f"--key is not the key already in the data directory ({KEY_FILE_NAME}); nothing was changed")
     if given is not None:
@@ -103,21 +112,11 @@ def _restore_key(home: Path, backup: Path, manifest: Manifest, key_file: Path | 
     if here is not None:
         return here, "the data directory"
     if manifest.key is not None:
-        return _read_key_file(backup / manifest.key.file), "the backup"
+        return read_key_file(backup / manifest.key.file), "the backup"
     raise KeyProblem(
         "the backup holds no key (it was taken without --with-key): give the node key with --key FILE; "
         "nothing was changed"
     )
-
-
-def _read_key_file(path: Path) -> bytes:
-    try:
-        key = path.read_bytes()
-    except OSError as exc:
-        raise KeyProblem(f"the key file cannot be read ({os.strerror(exc.errno or 0).lower()})") from None
-    if len(key) != KEY_BYTES:
-        raise KeyProblem("the key file is not a kbtui node key (wrong length)")
-    return key
 
 
 def _check_target(home: Path, manifest: Manifest) -> bool:
