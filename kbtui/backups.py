@@ -70,7 +70,8 @@ def rebuild_catalog(
 
 
 def upgrade_blobs(config: Config, *, on_progress: Progress | None = None) -> UpgradeReport:
-    """Give every old (format 1) blob its sealed label (``kbtui doctor --upgrade-blobs``)."""
+    """Give every blob the label its catalog row calls for: format-1 blobs, and
+    labels a failed relabelling left behind (``kbtui doctor --upgrade-blobs``)."""
     open_store(config.home, read_only=True).close()  # refuses what a writing open would create or mend
     store = open_store(config.home)
 

@@ -139,9 +139,7 @@ class _Layout:
     """Where the parts of one opened blob file are."""
 
     header: bytes
-    version: int
     segment_size: int
-    salt: bytes
     prefix: bytes
     content_end: int
     label_record: bytes | None  # format 2 only
@@ -165,7 +163,7 @@ def _read_layout(handle: BinaryIO, size: int) -> _Layout:
         handle.seek(content_end)
         record = handle.read(length)
         handle.seek(HEADER_SIZE)
-    return _Layout(header, version, segment_size, header[9:25], header[25:32], content_end, record)
+    return _Layout(header, segment_size, header[25:32], content_end, record)
 
 
 class _Sealer:
@@ -239,10 +237,6 @@ class BlobFile:
         except BaseException:
             self._handle.close()
             raise
-
-    @property
-    def version(self) -> int:
-        return self._layout.version
 
     def label(self) -> StoredLabel | None:
         """The sealed label (authenticated), or None for a format-1 blob."""
