@@ -9,6 +9,7 @@ catches by name are re-exported here, one class per concept.
 from __future__ import annotations
 
 from store.errors import (
+    BackupProblem,
     BlobCorrupt,
     CatalogProblem,
     DataDirectoryProblem,
@@ -20,6 +21,7 @@ from store.errors import (
 
 __all__ = [
     "OPERATOR_ERRORS",
+    "BackupProblem",
     "BlobCorrupt",
     "CatalogProblem",
     "DataDirectoryProblem",

@@ -56,6 +56,7 @@ def extract_stage(store: Storage, config: Config, document: DocumentFacts) -> li
         raise StageFailed("blob_corrupt") from None
     except StoreError:  # over the size limit
         raise StageFailed("extract_too_large") from None
+    store.catalog.upgrade_legacy_blob(document.document_id)  # re-indexing gives an old blob its sealed label
     try:
         extraction = extract_isolated(data, document.format, config.extraction, config.ocr)
     except ExtractionFailed as exc:

@@ -24,9 +24,11 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from pykka import ActorRef
 
+from actors.faults import pause_point
 from actors.runtime import NodeAlreadyRunning, Runtime
 from actors.stage import PipelineContext
 from actors.status_writer import published_admission, read_node_status
+from kbtui import backups
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
@@ -720,8 +722,81 @@ def examine_data_directory(home: Path) -> Examination:
     return examine(home)
 
 
+# ------------------------------------------------------------ backups (kbtui.backups)
+
+# What the backup use cases report, for the faces.
+BackupReport, VerifyReport, RestoreReport = backups.BackupReport, backups.VerifyReport, backups.RestoreReport
+verify_backup, upgrade_blobs = backups.verify, backups.upgrade_blobs
+
+
+def back_up(
+    config: Config, destination: Path, *, incremental: bool = False, with_key: bool = False,
+    on_progress: backups.Progress | None = None,
+) -> backups.BackupReport:
+    """``kbtui backup``: an online backup of the data directory (a node may run)."""
+    return backups.back_up(
+        config, destination, incremental=incremental, with_key=with_key,
+        on_progress=_pause_halfway("backup", "sources", on_progress),
+    )
+
+
+def restore_backup(
+    config: Config, backup: Path, *, key_file: Path | None = None, on_progress: backups.Progress | None = None
+) -> backups.RestoreReport:
+    """``kbtui restore``: a verified backup into the empty data directory."""
+    return backups.restore(config, backup, key_file=key_file, on_progress=_pause_halfway("restore", "sources", on_progress))
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What ``kbtui recover`` did: the catalog rebuilt from the sources, and
+    each recovered document's status once indexing was followed."""
+
+    report: backups.RecoverReport
+    statuses: dict[str, str]
+    complete: bool  # every recovered document Indexed or Failed (recover.partial removed)
+
+
+def recover_data_directory(
+    config: Config, source: Path, *, key_file: Path | None = None,
+    on_progress: backups.Progress | None = None, show_progress: bool | None = None,
+) -> Recovery:
+    """``kbtui recover``: rebuild a catalog in the (new) data directory from the
+    sources in ``source`` and the key, then extract and embed them again. A
+    re-run after an interruption goes on where it stopped."""
+    report = backups.rebuild_catalog(
+        config, source, key_file=key_file, on_progress=_pause_halfway("recover", "catalog", on_progress)
+    )
+    node = Node.open(config)
+    try:
+        waiting = [i for i, status in node.statuses(report.documents).items() if not Status(status).terminal]
+        if waiting:
+            node.index_and_follow(waiting, show_progress=show_progress)
+        statuses = node.statuses(report.documents)
+    finally:
+        node.close()
+    complete = all(Status(status).terminal for status in statuses.values())
+    if complete:
+        backups.finish_recovery(config.home)
+    return Recovery(report, statuses, complete)
+
+
+def _pause_halfway(point: str, stage_name: str, on_progress: backups.Progress | None) -> backups.Progress:
+    """Report progress, and halfway through ``stage_name`` stop at the crash tests' pause point."""
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if on_progress is not None:
+            on_progress(stage, done, total)
+        if stage == stage_name and done == max(1, total // 2):
+            pause_point(point)
+
+    return progress
+
+
 __all__ = [
-    "PROBLEM", "AddOutcome", "Node", "examination_json", "examine_data_directory", "preview_unregistered", "scan_limits",
+    "PROBLEM", "AddOutcome", "BackupReport", "Node", "Recovery", "RestoreReport", "VerifyReport", "back_up",
+    "examination_json", "examine_data_directory", "preview_unregistered", "recover_data_directory", "restore_backup",
+    "scan_limits", "upgrade_blobs", "verify_backup",
 ]
 
 

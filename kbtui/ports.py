@@ -118,6 +118,10 @@ class Catalog(Protocol):
 
     def mark_pending(self, document_ids: Sequence[str]) -> None: ...
 
+    def upgrade_legacy_blob(self, document_id: str) -> bool:
+        """Give a document's source in the old blob format its sealed label (never fails the caller)."""
+        ...
+
     def record_extraction(self, document_id: str, parser_version: int, pages: Sequence[PageReport]) -> None:
         """Which parser read the document last, and what OCR made of each page it ran on."""
         ...
@@ -274,9 +278,8 @@ class VectorIndex(Protocol):
 
 
 class BlobStore(Protocol):
-    """The encrypted sources, one per document (AES-256-GCM, bound to the document id)."""
-
-    def write(self, blob_id: str, source: BinaryIO, *, expected_sha256: str | None = None) -> int: ...
+    """The encrypted sources, one per document (AES-256-GCM, bound to the document id).
+    Written only by the catalog, with the document's row."""
 
     def iter_plaintext(self, blob_id: str) -> Iterator[bytes]: ...
 

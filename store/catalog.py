@@ -18,7 +18,7 @@ import numpy as np
 from peewee import IntegrityError
 
 from store import Store
-from store.blobs import FileChanged, SealedBlob, seal_name
+from store.blobs import DocumentLabel, FileChanged, SealedBlob, seal_name
 from store.db import database
 from store.errors import NotFound, Superseded
 from store.extractions import no_text_document_ids
@@ -78,7 +78,8 @@ def add_document(
     """
     document_id = uuid.uuid4().hex
     with open_source(source, max_bytes=max_bytes) as opened:
-        sealed = store.blobs.seal(document_id, opened, check=lambda _sha256: opened.finish())
+        label = DocumentLabel(collection_id, display_name, None, fmt)
+        sealed = store.blobs.seal(document_id, opened, label=label, check=lambda _sha256: opened.finish())
     existing = _upload_with_hash(collection_id, sealed.sha256)
     if existing is None:
         try:
@@ -150,7 +151,8 @@ def create_document(
         if sha256 != content_hash:
             raise FileChanged("the file changed while it was being added; try again")
 
-    sealed = store.blobs.seal(document_id, source, check=unchanged)
+    label = DocumentLabel(collection_id, display_name, source_path, fmt)
+    sealed = store.blobs.seal(document_id, source, label=label, check=unchanged)
     _insert_pending(
         store, document_id, collection_id, sealed,
         display_name=display_name, fmt=fmt, source_path=source_path, also=also,

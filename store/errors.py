@@ -56,6 +56,12 @@ class CatalogProblem(StoreError):
     exit_code = 3
 
 
+class BackupProblem(StoreError):
+    """A backup is unfinished, damaged, or not this node's: nothing was changed."""
+
+    exit_code = 3
+
+
 class NoKnowledgeBase(StoreError):
     """A command that only reads found no knowledge base in the data directory."""
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import enum
 import errno
+import hashlib
 import os
 import stat
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 # O_NONBLOCK: opening a FIFO with no writer returns at once instead of
 # blocking forever; the fstat check then refuses it. O_NOCTTY: a terminal
@@ -56,6 +60,52 @@ def replace_durably(tmp: Path, final: Path) -> None:
     """Rename an already fsynced temp file over ``final`` and persist the rename."""
     os.replace(tmp, final)
     fsync_dir(final.parent)
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """The size and SHA-256 of the file at ``path``, read once."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while block := handle.read(_READ_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CopiedFile:
+    path: Path
+    size: int
+    sha256: str
+
+
+def copy_durably(
+    source: BinaryIO, directory: Path, name: str | Callable[[str], str], *, mtime_ns: int | None = None
+) -> CopiedFile:
+    """Copy the rest of ``source`` to ``directory``/``name`` (or ``name(sha256)``)
+    through a temp file that is fsynced and then renamed over it: a reader sees
+    the whole copy or none. The directory itself is not fsynced (a caller
+    copying many files does that once, with :func:`fsync_dir`)."""
+    digest = hashlib.sha256()
+    size = 0
+    tmp = directory / f".tmp-copy-{os.getpid()}-{os.urandom(4).hex()}"
+    try:
+        with open(tmp, "xb") as out:
+            while block := source.read(_READ_BLOCK):
+                digest.update(block)
+                size += len(block)
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if mtime_ns is not None:
+            os.utime(tmp, ns=(mtime_ns, mtime_ns))
+        final = directory / (name if isinstance(name, str) else name(digest.hexdigest()))
+        os.replace(tmp, final)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return CopiedFile(final, size, digest.hexdigest())
 
 
 class Refusal(enum.StrEnum):

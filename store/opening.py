@@ -36,7 +36,8 @@ from store.datadir import (
 )
 from store.db import open_database, thread_connection
 from store.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
-from store.keys import key_fingerprint, load_or_create_key, verify_key
+from store.files import create_once
+from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key, verify_key
 from store.migrations import LATEST_VERSION, apply_migrations
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("store")  # the package's logger, as before this module was split out
 
-__all__ = ["DB_FILE_NAME", "Store", "open_store"]
+__all__ = ["DB_FILE_NAME", "Store", "create_store", "open_store"]
 
 
 @dataclass
@@ -170,6 +171,16 @@ def open_store(home: Path, *, read_only: bool = False) -> Store:
         raise
 
 
+def create_store(home: Path, key: bytes) -> Store:
+    """Initialise the fresh data directory ``home`` around an existing node key
+    (``kbtui recover`` rebuilds a catalog for sources sealed with it)."""
+    prepare_home(home, create=True)
+    with directory_lock(home, exclusive=True):
+        if not observe(home).fresh:
+            raise DataDirectoryProblem(f"the data directory {home} is not empty; give a new one")
+        return _initialise(home, key)
+
+
 def _nothing_here(home: Path) -> NoKnowledgeBase:
     return NoKnowledgeBase(f"no knowledge base in {home} yet; add documents with kbtui add, or point KBTUI_HOME elsewhere")
 
@@ -192,11 +203,14 @@ def _open_catalog(home: Path, *, read_only: bool) -> SqliteDatabase:
         ) from None
 
 
-def _initialise(home: Path) -> Store:
-    """Make the key, the catalog and the fingerprint file of a fresh directory,
-    in that order: the fingerprint file, written last, marks it initialised."""
+def _initialise(home: Path, key: bytes | None = None) -> Store:
+    """Make the key (or record ``key``), the catalog and the fingerprint file of a
+    fresh directory, in that order: the fingerprint file, written last, marks it initialised."""
     os.makedirs(home / BLOB_DIR_NAME, mode=0o700, exist_ok=True)
-    key = load_or_create_key(home, data_exists=False)
+    if key is None:
+        key = load_or_create_key(home, data_exists=False)
+    elif not create_once(home / KEY_FILE_NAME, key):
+        raise DataDirectoryProblem(f"the data directory {home} is not empty; give a new one")
     db_path = home / DB_FILE_NAME
     # SQLite itself never creates the catalog (mode=rw): only this does, owner-only.
     # An empty file already there was checked by the caller.

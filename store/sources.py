@@ -19,20 +19,25 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
+import logging
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from peewee import BlobField, FloatField, IntegerField, IntegrityError, TextField
 
 from store import Store
+from store.blob_labels import label_of, refresh_label
 from store.blobs import open_name, seal_name
 from store.catalog import create_document, ensure_collection
 from store.db import database
-from store.errors import NotFound, SourceAlreadyRegistered, StoreError
+from store.errors import BlobCorrupt, NotFound, SourceAlreadyRegistered, StoreError
 from store.models import BaseModel, Document, Status, StatusHistory
 from store.records import FileState, PathDocument, RegisteredSource
+
+log = logging.getLogger(__name__)
 
 # Unchanged since the repository table: existing registrations keep their digests.
 _ROOT_DIGEST_LABEL = b"kbtui repository root v1|"
@@ -462,7 +467,11 @@ def update_source_document(
     bytes notices the new content hash and lets go). Returns False when the
     document was deleted meanwhile (its fresh blob is then removed again).
     """
-    size = store.blobs.write(document_id, io.BytesIO(data), expected_sha256=content_hash)
+    document = Document.get_or_none(Document.id == document_id)
+    if document is None:
+        return False
+    label = replace(label_of(store, document), format=fmt)
+    size = store.blobs.write(document_id, io.BytesIO(data), label=label, expected_sha256=content_hash)
     now = time.time()
     with database.atomic():
         updated = (
@@ -521,6 +530,12 @@ def move_source_document(store: Store, document_id: str, *, source_path: str, st
             }
         ).where(Document.id == document_id).execute()
         _write_state(document_id, state)
+    # The blob's sealed label names the path too (for kbtui recover). The
+    # rename stands if this fails: kbtui doctor --upgrade-blobs relabels it.
+    try:
+        refresh_label(store, document_id)
+    except (BlobCorrupt, OSError) as exc:
+        log.warning("could not relabel the stored source of document %s (%s)", document_id, type(exc).__name__)
     return True
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from store import catalog, chunks, extractions, fts, sources
+from store import blob_labels, catalog, chunks, extractions, fts, sources
 from store.blobs import open_name
 
 if TYPE_CHECKING:
@@ -69,6 +69,9 @@ class SqliteCatalog:
 
     def display_names(self, document_ids: Sequence[str]) -> dict[str, str]:
         return display_names(self._store.node_key, catalog.sealed_names(document_ids))
+
+    def upgrade_legacy_blob(self, document_id: str) -> bool:
+        return blob_labels.upgrade_if_legacy(self._store, document_id)
 
     def purge_document(self, document_id: str) -> list[int] | None:
         return catalog.purge_document(self._store, document_id)

@@ -21,6 +21,7 @@ __all__ = ["COMMAND_MODULES", "cli", "main"]
 # search` through a running node loads the search command and little else.
 COMMAND_MODULES = {
     "agents": ("mcp", "ask"),
+    "backup": ("backup", "restore", "recover"),
     "documents": ("add", "ls", "show", "rm", "reindex"),
     "node": ("serve", "status", "doctor"),
     "repositories": ("repo", "import"),

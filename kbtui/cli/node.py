@@ -140,16 +140,24 @@ _SEVERITY_LABEL = {
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--upgrade-blobs", is_flag=True,
+              help="First give every source stored in the old format its sealed label (kbtui recover needs it); writes.")
 @click.pass_context
-def doctor(ctx: click.Context, as_json: bool) -> int:
+def doctor(ctx: click.Context, as_json: bool, upgrade_blobs: bool) -> int:
     """Check the data directory: catalog, key, permissions, sources, vector index.
 
-    Says what is wrong and what to do; changes nothing. Exits 0 when the
-    directory is healthy, 3 when it has a problem that must be fixed first.
+    Says what is wrong and what to do; changes nothing (except with
+    --upgrade-blobs). Exits 0 when the directory is healthy, 3 when it has a
+    problem that must be fixed first.
     """
+    upgraded = None
+    if upgrade_blobs:
+        from kbtui.cli.backup import run_blob_upgrade
+
+        upgraded = run_blob_upgrade(ctx.obj, as_json=as_json)
     found = examine_data_directory(ctx.obj.home)
     if as_json:
-        click.echo(json.dumps(examination_json(found), indent=2))
+        click.echo(json.dumps({**examination_json(found), **({"upgrade": upgraded} if upgraded else {})}, indent=2))
     else:
         stdout.print(f"data directory: {shown(str(found.home))}")
         for finding in found.findings:

@@ -34,8 +34,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from store.blobs import (
     _BLOB_LABEL,
-    _HEADER_SIZE,
-    FORMAT_VERSION,
+    HEADER_SIZE,
+    LEGACY_VERSION,
     MAGIC,
     SEGMENT_SIZE,
     TAG_SIZE,
@@ -77,7 +77,7 @@ class PostgresBlobStore:
             raise ValueError("invalid blob id")
         salt = secrets.token_bytes(16)
         prefix = secrets.token_bytes(7)
-        header = MAGIC + bytes([FORMAT_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
+        header = MAGIC + bytes([LEGACY_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
         aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
         aad = header + blob_id.encode()
         digest = hashlib.sha256()
@@ -132,7 +132,7 @@ class PostgresBlobStore:
             if row is None:
                 raise BlobCorrupt("the stored source of this document is missing")
             header = bytes(row[0])
-            if len(header) != _HEADER_SIZE or header[:4] != MAGIC or header[4] != FORMAT_VERSION:
+            if len(header) != HEADER_SIZE or header[:4] != MAGIC or header[4] != LEGACY_VERSION:
                 raise BlobCorrupt("the stored source of this document is damaged (bad header)")
             segment_size = int.from_bytes(header[5:9], "big")
             salt, prefix = header[9:25], header[25:32]

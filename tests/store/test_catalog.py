@@ -6,6 +6,7 @@ import os
 import time
 
 from store import catalog
+from store.blobs import DocumentLabel
 from store.db import database
 from store.fts import integrity_check
 from store.migrations import LATEST_VERSION, _migrations
@@ -71,7 +72,9 @@ def test_orphan_sweep_removes_the_blobs_of_removed_documents_only(node, tmp_path
     with database.atomic():
         database.execute_sql("DELETE FROM status_history WHERE document_id = ?", (removed.document_id,))
         database.execute_sql("DELETE FROM document WHERE id = ?", (removed.document_id,))
-    node.store.blobs.write_bytes("1" * 32, b"a source this catalog has never heard of")
+    node.store.blobs.write_bytes(
+        "1" * 32, b"a source this catalog has never heard of", label=DocumentLabel("DEFAULT", "x", None, "text")
+    )
     (node.store.blobs.root / ".tmp-interrupted-write").write_bytes(b"half a blob")
     old = time.time() - 3600
     for path in node.store.blobs.root.iterdir():

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from store import open_store
-from store.blobs import BlobStore
+from store.blobs import BlobStore, DocumentLabel
 from store.errors import KeyProblem
 
 
@@ -42,7 +42,7 @@ def test_a_missing_key_with_existing_data_is_refused_and_not_recreated(tmp_path)
 
 def test_a_missing_key_with_only_blobs_left_is_refused(tmp_path):
     home = tmp_path / "home"
-    BlobStore(home / "blobs", os.urandom(32)).write_bytes("doc1", b"x")
+    BlobStore(home / "blobs", os.urandom(32)).write_bytes("doc1", b"x", label=DocumentLabel("DEFAULT", "x", None, "text"))
     with pytest.raises(KeyProblem, match="missing"):
         open_store(home)
     assert not (home / "node.key").exists()
