@@ -15,7 +15,7 @@ import click
 from actors.events import DocumentReleased, DocumentStatusChanged
 from kbtui.api.transport import NodeUnavailable
 from kbtui.cli.common import cli, log, open_node, shown, stdout
-from kbtui.logs import configure_logging
+from kbtui.logs import LogLine, configure_logging
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
 from kbtui.reasons import INTERRUPTED
 
@@ -125,6 +125,9 @@ def _follow_events(home: Path, *, as_json: bool) -> None:
                 stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
             elif isinstance(event, DocumentReleased):
                 stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
+            elif isinstance(event, LogLine):
+                stdout.print(f"{time.strftime('%H:%M:%S', time.localtime(event.at))} {event.level} "
+                             f"{event.logger}: {shown(event.message)}", no_wrap=True, overflow="ellipsis")
     except NodeUnavailable:
         pass
     if as_json:

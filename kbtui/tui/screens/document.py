@@ -8,7 +8,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
+from textual.widgets import DataTable, Static, TabbedContent, TabPane, Tree
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
@@ -18,6 +18,8 @@ from kbtui.reasons import explain_reason
 from kbtui.tui.messages import DeleteRequested, OpenReader, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size, status_cell
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Outline, Table
 
 
 def metadata_text(detail: DocumentDetail) -> Text:
@@ -111,12 +113,12 @@ class DocumentScreen(KbtuiScreen):
         yield Static(Text("Loading…"), id="document-meta")
         with TabbedContent(initial="history"):
             with TabPane("1 History", id="history"):
-                yield DataTable(id="document-history", cursor_type="row", zebra_stripes=True)
+                yield Table(id="document-history", cursor_type="row", zebra_stripes=True)
             with TabPane("2 Sections", id="sections"):
-                yield Tree("sections", id="document-sections")
+                yield Outline("sections", id="document-sections")
             with TabPane("3 Chunks", id="chunks"):
-                yield DataTable(id="document-chunks", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+                yield Table(id="document-chunks", cursor_type="row", zebra_stripes=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.reload()

@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from kbtui.node import Node
 from kbtui.printable import printable
@@ -18,6 +18,8 @@ from kbtui.reasons import explain_reason
 from kbtui.tui.messages import OpenDocument, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.screens.documents import fit
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Table
 
 RELOAD_AFTER_RETRY_S = 0.5
 
@@ -65,9 +67,9 @@ class FailuresScreen(KbtuiScreen):
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(("Failed documents ", "bold"), self.collection_id), id="failures-heading")
         yield Static(id="failures-reasons")
-        yield DataTable(id="failures", cursor_type="row", zebra_stripes=True)
+        yield Table(id="failures", cursor_type="row", zebra_stripes=True)
         yield Static(id="failures-why")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()

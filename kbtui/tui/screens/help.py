@@ -9,6 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Static
 
+from kbtui.tui.widgets.lists import Table
+
 INTRO = (
     "Keyboard only. / searches from anywhere, Esc goes back, q quits, "
     "ctrl+p opens the command palette with every action."
@@ -52,7 +54,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(INTRO), id="help-intro")
-            table: DataTable = DataTable(id="help-keys", cursor_type="row", show_cursor=False)
+            table = Table(id="help-keys", cursor_type="row", show_cursor=False)
             table.add_columns("Key", "Action")
             for key, description in self.rows:
                 table.add_row(Text(key, style="bold"), Text(description))

@@ -28,9 +28,15 @@ STATUS_STYLES = {
 BAR_WIDTH = 5
 
 
-def status_cell(status: str, progress: float, reason: str | None, *, bar: bool = True) -> Text:
-    """``Embedding ▰▰▰▱▱`` while in a stage (``bar``), ``Failed extract_timeout`` on failure."""
-    text = Text(status, style=STATUS_STYLES.get(status, ""))
+def status_cell(status: str, progress: float, reason: str | None, *, bar: bool = True, reindexing: bool = False) -> Text:
+    """``Embedding ▰▰▰▱▱`` while in a stage (``bar``), ``Failed extract_timeout`` on failure;
+    ``re-indexing`` (``re-index ▰▰▱▱▱`` in a stage) for a document that still serves its old index."""
+    if reindexing:
+        in_stage = status in (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+        text = Text("re-index" if in_stage and bar else "re-indexing", style="cyan")
+        status = status if in_stage else ""
+    else:
+        text = Text(status, style=STATUS_STYLES.get(status, ""))
     if status == Status.FAILED.value and reason:
         text.append(" " + reason, style="red")
     elif bar and status in (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value):

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich.text import Text
-from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.printable import printable
 from kbtui.retrieval.search import Hit
 from kbtui.retrieval.snippets import QueryHighlighter
+from kbtui.tui.widgets.lists import Choices
 from kbtui.tui.widgets.snippet import highlighted_snippet
 
 TRAIL_SEPARATOR = " › "
@@ -102,7 +102,7 @@ def hit_prompt(
     return prompt
 
 
-class HitList(OptionList):
+class HitList(Choices):
     """The results; the option id is the hit's index in the response."""
 
     def show(
