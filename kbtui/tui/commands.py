@@ -125,7 +125,7 @@ COLON_COMMANDS: tuple[ColonCommand, ...] = (
     ColonCommand("ask", "ask a question with a local chat model", lambda app, _: app.action_ask()),
     ColonCommand("theme", "change the theme", lambda app, _: app.action_change_theme()),
     ColonCommand("help", "the keys", lambda app, _: app.action_help(), ("keys", "?")),
-    ColonCommand("quit", "stop the node (if this is it) and leave", lambda app, _: app.run_action("quit"),
+    ColonCommand("quit", "stop the node (if this is it) and leave", lambda app, _: app.call_later(app.action_quit),
                  ("q", "q!", "exit")),
 )
 

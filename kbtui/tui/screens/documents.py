@@ -253,6 +253,7 @@ class DocumentsScreen(KbtuiScreen):
         if changed and self.arranged:
             self._fill(self._shown())
         self.show_counts(self.counts)
+        self._show_hint()
 
     def _shown(self) -> list[DocumentRow]:
         """The loaded rows the name filter keeps, in the chosen order."""

@@ -8,6 +8,7 @@ pane keeps the last few hundred.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 
@@ -18,6 +19,8 @@ from kbtui.logs import LogLine
 from kbtui.printable import printable
 
 KEPT_LINES = 500
+# Whole ids (32 hex digits) are shown as the rest of the UI shows them: their first 12.
+_WHOLE_ID = re.compile(r"\b([0-9a-f]{12})[0-9a-f]{20}\b")
 LEVEL_STYLES = {"WARNING": "yellow", "ERROR": "bold red", "CRITICAL": "bold red"}
 
 
@@ -27,7 +30,7 @@ def log_line_text(line: LogLine) -> Text:
     text.append(time.strftime("%H:%M:%S", time.localtime(line.at)), style="dim")
     text.append(f" {line.level:<7} ", style=LEVEL_STYLES.get(line.level, "dim"))
     text.append(f"{line.logger.removeprefix('kbtui.')}: ", style="dim")
-    text.append(printable(line.message))
+    text.append(_WHOLE_ID.sub(r"\1", printable(line.message)))
     return text
 
 
