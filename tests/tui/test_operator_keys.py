@@ -13,6 +13,7 @@ from kbtui.tui.screens.ask import AskScreen
 from kbtui.tui.screens.command_line import CommandLineScreen
 from kbtui.tui.screens.documents import DocumentsScreen
 from kbtui.tui.screens.failures import FailuresScreen
+from kbtui.tui.screens.help import HelpScreen
 from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.screens.sources import SourcesScreen
@@ -235,3 +236,26 @@ def test_as_a_client_the_events_pane_follows_the_running_nodes_log_lines(tui_nod
         asyncio.run(run())
     finally:
         served.stop()
+
+
+def test_help_at_80x24_says_it_scrolls_and_the_footer_always_shows_the_help_key(indexed_node, utc):
+    app = make_app(indexed_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(60, 20)) as pilot:
+            await wait_until(lambda: len(app.documents_screen.rows) == 6)
+            footer = app.documents_screen.query_one("KeysFooter")
+            await wait_until(lambda: footer.query("#footer-right"))
+            await pilot.pause()
+            right = footer.query_one("#footer-right")
+            assert right.region.right == 60 and "?" in str(right.query("FooterKey").first().render())
+            await pilot.resize_terminal(80, 24)
+            await pilot.press("question_mark")
+            await wait_until(lambda: isinstance(app.screen, HelpScreen))
+            frame = app.screen.query_one("Vertical")
+            await wait_until(lambda: "more below: j/↓ scrolls" in str(frame.border_subtitle))
+            table = app.screen.query_one(DataTable)
+            keys = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+            assert "j k  g G  ^d ^u" in keys  # the list keys, in one row
+
+    asyncio.run(run())

@@ -32,7 +32,7 @@ from kbtui.reads import DocumentRow, Status, is_interrupted, serves_previous_ind
 from kbtui.reasons import INTERRUPTED, explain_reason
 from kbtui.tui.messages import AddRequested, DeleteRequested, FailuresRequested, OpenDocument, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
-from kbtui.tui.widgets.cells import human_size, short_time, status_cell
+from kbtui.tui.widgets.cells import fit, human_size, short_time, status_cell
 from kbtui.tui.widgets.events_pane import EventsPane
 from kbtui.tui.widgets.footer import KeysFooter
 from kbtui.tui.widgets.ingest_header import IngestHeader
@@ -89,17 +89,6 @@ def name_matches(row: DocumentRow, words: str) -> bool:
     """Every word of ``words`` is in the name or source path (ignoring case)."""
     haystack = f"{row.name}\n{row.source_path or ''}".casefold()
     return all(word in haystack for word in words.casefold().split())
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, the ellipsis in the middle: names
-    that share a long beginning still differ where they end (``report-2024…-03.pdf``)."""
-    if len(text) <= width:
-        return text
-    if width < 8:
-        return text[: max(0, width - 1)] + "…"
-    tail = (width - 1) // 2
-    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 class DocumentsScreen(KbtuiScreen):

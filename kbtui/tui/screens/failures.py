@@ -17,7 +17,7 @@ from kbtui.reads import DocumentRow, Status
 from kbtui.reasons import explain_reason
 from kbtui.tui.messages import OpenDocument, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
-from kbtui.tui.screens.documents import fit
+from kbtui.tui.widgets.cells import fit
 from kbtui.tui.widgets.footer import KeysFooter
 from kbtui.tui.widgets.lists import Table
 

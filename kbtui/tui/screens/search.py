@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from kbtui.tui.app import TuiOptions
 
 
+# The list's padding and scrollbar: a hit's lines are cut to what is left.
+HIT_LIST_CHROME = 3
+
+
 class SearchScreen(KbtuiScreen):
     """Type-ahead hybrid search over the active collection."""
 
@@ -196,7 +200,7 @@ class SearchScreen(KbtuiScreen):
         results = self.query_one(HitList)
         results.show(
             response.hits, self.query_text, explain=self.explain, names=self.names,
-            width=results.size.width or self.app.size.width,
+            width=(results.size.width or self.app.size.width) - HIT_LIST_CHROME,
             fusion=response.explain.fusion if response.explain is not None else None,
             show_collection=self.everywhere,
         )

@@ -45,6 +45,17 @@ def status_cell(status: str, progress: float, reason: str | None, *, bar: bool =
     return text
 
 
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, the ellipsis in the middle: names
+    that share a long beginning still differ where they end (``report-2024…-03.pdf``)."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(0, width - 1)] + "…"
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
+
+
 def short_time(at: float, now: float) -> str:
     """``14:02`` for today, ``03-14`` for an earlier day (local time)."""
     moment, today = time.localtime(at), time.localtime(now)

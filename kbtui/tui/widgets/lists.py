@@ -22,6 +22,9 @@ _MOVES = (
     ("ctrl+u", "page_up", "page_up", "page_up", "Page up"),
 )
 
+MOVE_KEYS = frozenset(key for key, *_ in _MOVES)
+MOVES_HELP = ("j k  g G  ^d ^u", "move: a row, to the first or last, a page")
+
 
 class Table(DataTable):
     """A :class:`DataTable` with the list keys."""
