@@ -723,6 +723,30 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class VersionFacts:
+    """What ``kbtui --version`` says."""
+
+    version: str
+    schema_version: int  # the catalog schema this kbtui reads and writes (an older one is upgraded)
+    model_identity: str  # the configured embedding model's canonical vector identity
+
+
+def version_facts(config: Config) -> VersionFacts:
+    """This kbtui's version, its catalog schema, and the vector identity of the configured
+    embedding model (its weights' digest; ``unresolved`` when a server does not answer).
+    Opens nothing in the data directory."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from store.migrations import LATEST_VERSION
+
+    try:
+        installed = version("kbtui")
+    except PackageNotFoundError:
+        installed = "unknown"
+    return VersionFacts(installed, LATEST_VERSION, build_embedder(config).identity.canonical())
+
+
 def build_embedder(config: Config) -> EmbeddingProvider:
     """The configured embedding provider (built lazily: nothing loads or connects yet)."""
     return make_provider(

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,6 +35,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.events import DescendantFocus
+from textual.filter import LineFilter
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Input
@@ -50,6 +51,7 @@ from kbtui.node import Node
 from kbtui.printable import printable
 from kbtui.rates import duration_text
 from kbtui.reads import Status
+from kbtui.tui.ascii import AsciiFilter, wants_ascii
 from kbtui.tui.batch import WAITING, BatchTracker
 from kbtui.tui.bridge import NodeEventsEnded, NodeEventsOpened, TuiBridge, follow_node_events
 from kbtui.tui.commands import KbtuiCommands, find_colon_command
@@ -124,6 +126,7 @@ class TuiOptions:
     show_timings: bool = True
     remember_preferences: bool = True
     clock: Callable[[], float] = time.time
+    ascii_only: bool = False  # draw with ASCII only (kbtui.tui.ascii)
 
 
 class KbtuiApp(App[int]):
@@ -176,6 +179,7 @@ class KbtuiApp(App[int]):
         self._header_stale = False
         self.log_lines: deque[LogLine] = deque(maxlen=KEPT_LOG_LINES)
         self._log_handler = LogLineHandler(lambda line: self.post_message(NodeLogged(line)))
+        self._ascii = AsciiFilter() if self.options.ascii_only else None
         self.documents_screen = DocumentsScreen(node, self.collection_id, clock=self.clock)
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
         for theme in themes:
@@ -183,6 +187,10 @@ class KbtuiApp(App[int]):
 
     def get_default_screen(self) -> Screen:
         return self.documents_screen
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        filters = super().get_line_filters()
+        return [*filters, self._ascii] if self._ascii is not None else filters
 
     def on_mount(self) -> None:
         wanted = self.preferences.theme
@@ -754,11 +762,12 @@ def quit_notice(in_flight: int, counts: dict[str, int], seconds_left: float) -> 
     )
 
 
-def run_app(config: Config) -> int:
+def run_app(config: Config, *, ascii_only: bool | None = None) -> int:
     """Open the node for ``config.home`` and run the terminal UI until the operator quits.
 
     The node is opened before anything is drawn: a data directory that cannot
     be used raises here, and ``kbtui``'s entry point prints it as one line.
+    ``ascii_only`` None: decided by the locale and TERM (:func:`wants_ascii`).
     """
     node = Node.open(config)
     # Log lines must not land on the screen the UI draws.
@@ -766,7 +775,7 @@ def run_app(config: Config) -> int:
         config.home, to_stderr_level=None,
         file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
     )
-    app = KbtuiApp(node)
+    app = KbtuiApp(node, options=TuiOptions(ascii_only=wants_ascii(os.environ) if ascii_only is None else ascii_only))
     try:
         code = app.run() or 0
     finally:
