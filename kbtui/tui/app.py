@@ -56,6 +56,7 @@ from kbtui.tui.batch import WAITING, BatchTracker
 from kbtui.tui.bridge import NodeEventsEnded, NodeEventsOpened, TuiBridge, follow_node_events
 from kbtui.tui.commands import KbtuiCommands, find_colon_command
 from kbtui.tui.messages import (
+    AddRefused,
     AddRequested,
     AddsSkipped,
     AdmissionUpdated,
@@ -639,10 +640,18 @@ class KbtuiApp(App[int]):
         Every file the scan skips is counted by reason (vanished, not a
         regular file, sensitive, ...); the rest are added as Pending documents.
         """
-        synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
+        try:
+            synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
+        except OPERATOR_ERRORS as problem:
+            # Said with the path as typed (on this screen only; never logged).
+            self.post_message(AddRefused(raw, problem.message))
+            return
         self.post_message(AddsSkipped(synced.report.unchanged.count + synced.report.skipped_count))
         self._sweep_now()
         self.post_message(DocumentsChanged(collection_id, synced.report.summary() + self._who_indexes()))
+
+    def on_add_refused(self, message: AddRefused) -> None:
+        self.notify(f"{printable(message.path)}: {message.reason}", title="Not added", severity="error", timeout=10)
 
     def on_adds_skipped(self, message: AddsSkipped) -> None:
         self.batches.note_skipped(message.count)

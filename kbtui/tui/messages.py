@@ -47,6 +47,14 @@ class AdmissionUpdated(Message):
 
 
 @dataclass
+class AddRefused(Message):
+    """A path the operator typed could not be added (shown with the path, never logged)."""
+
+    path: str
+    reason: str
+
+
+@dataclass
 class NodeLogged(Message):
     """One of the node's log lines (this process's, or the running node's stream)."""
 

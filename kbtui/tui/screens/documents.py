@@ -422,7 +422,8 @@ class DocumentsScreen(KbtuiScreen):
         row = self.selected_row()
         failed = row is not None and row.status == Status.FAILED.value
         if row is not None and failed:
-            text = f"{row.reason or 'failed'}: {explain_reason(row.reason)} · r: retry · x: all failures"
+            text = (f"{printable(row.source_path or row.name)}: {row.reason or 'failed'}: {explain_reason(row.reason)}"
+                    " · r: retry · x: all failures")
         elif row is not None and serves_previous_index(row) and not is_interrupted(row.status, self.node_running):
             text = f"{SERVING_OLD}: search still finds it as it was · {self.batch_line}".rstrip(" ·")
         else:

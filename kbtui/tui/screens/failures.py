@@ -116,7 +116,9 @@ class FailuresScreen(KbtuiScreen):
 
     def _show_why(self) -> None:
         row = self._selected()
-        why = "" if row is None else f"{row.reason}: {explain_reason(row.reason)} · r: retry · Enter: details"
+        why = "" if row is None else (
+            f"{printable(row.source_path or row.name)}: {row.reason}: {explain_reason(row.reason)} · r: retry · Enter: details"
+        )
         self.query_one("#failures-why", Static).update(Text(why, no_wrap=True, overflow="ellipsis"))
 
     def action_retry_selected(self) -> None:
