@@ -20,6 +20,7 @@ from kbtui.tui.screens.sources import SourcesScreen
 from kbtui.tui.widgets.events_pane import EventsPane
 from kbtui.tui.widgets.hit_list import HitList
 from kbtui.tui.widgets.reader_view import ReaderView
+from store.catalog import add_document
 from tests.api.serving import start_node
 from tests.tui.conftest import fast_options, make_app, type_text, wait_until
 
@@ -257,5 +258,30 @@ def test_help_at_80x24_says_it_scrolls_and_the_footer_always_shows_the_help_key(
             table = app.screen.query_one(DataTable)
             keys = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
             assert "j k  g G  ^d ^u" in keys  # the list keys, in one row
+
+    asyncio.run(run())
+
+
+def test_the_readers_status_line_names_the_section_of_the_match(tui_node, tmp_path):
+    source = tmp_path / "guide.md"
+    filler = "\n".join(f"line {n} of the alpha section" for n in range(30))
+    source.write_text(f"# Guide\n\n## Alpha\n\n{filler}\n\n## Beta\n\nthe zebra crossing is painted white\n")
+    document_id = add_document(tui_node.store, "DEFAULT", source, display_name="guide.md", fmt="markdown").document_id
+    assert tui_node.index([document_id]) == {document_id: "Indexed"}
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(lambda: len(app.documents_screen.rows) == 1)
+            await pilot.press("slash")
+            await type_text(pilot, "zebra")
+            await wait_until(lambda: isinstance(app.screen, SearchScreen) and app.screen.query_one(HitList).option_count)
+            await pilot.press("down", "v")
+            await wait_until(lambda: isinstance(app.screen, ReaderScreen) and app.screen.text is not None)
+            view = app.screen.query_one(ReaderView)
+            await wait_until(lambda: view.current_match is not None)
+            status = app.screen.query_one("#reader-status", Static)
+            await wait_until(lambda: "Guide › Beta" in str(status.content))
+            assert view.top_offset < view.matches[0][0]  # the context above it is from another section
 
     asyncio.run(run())

@@ -272,7 +272,10 @@ class ReaderScreen(KbtuiScreen):
             else:
                 parts.append("no matches of the query here")
         if self.text is not None:
-            heading = self._heading_at(view.top_offset)
+            # The section of the match being looked at (not of the first line on screen, which
+            # is context above it), else of the top of the view.
+            at = view.matches[view.current_match][0] if view.current_match is not None else view.top_offset
+            heading = self._heading_at(at)
             if heading:
                 parts.append(heading)
             if self.text.truncated:
