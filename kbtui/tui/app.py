@@ -122,7 +122,9 @@ class TuiOptions:
     run_node: bool = True  # run the pipeline here when no node runs for the data dir
     poll_interval_s: float = 1.0
     flush_interval_s: float = 0.5  # live status is applied to the table at most this often
-    search_debounce_s: float = 0.15
+    # Short: a search takes tens of milliseconds, and results within 150 ms of the last key
+    # is the aim (benchmarks/tui_latency.py); older answers are dropped by generation.
+    search_debounce_s: float = 0.06
     cursor_blink: bool = True
     show_timings: bool = True
     remember_preferences: bool = True
