@@ -137,6 +137,13 @@ class KbtuiApp(App[int]):
 
     TITLE = "kbtui"
     COMMANDS = App.COMMANDS | {KbtuiCommands}
+    # Notifications at the top right, under the header and the lines below it, narrow: they
+    # cover the ends of the first rows, never the Status column, the hint or status line
+    # at the bottom, or the footer (at 80 columns they covered all of those).
+    CSS = """
+    ToastRack { dock: top; align: right top; margin-top: 3; margin-bottom: 0; }
+    Toast { width: auto; max-width: 34%; min-width: 20; padding: 0 1; margin-top: 0; margin-bottom: 1; }
+    """
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("slash", "focus_search", "Search", id="app.search", tooltip="Search from anywhere"),
