@@ -285,3 +285,30 @@ def test_the_readers_status_line_names_the_section_of_the_match(tui_node, tmp_pa
             assert view.top_offset < view.matches[0][0]  # the context above it is from another section
 
     asyncio.run(run())
+
+
+def test_y_copies_from_the_search_hit_the_reader_and_the_detail_too(indexed_node, utc):
+    app = make_app(indexed_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(lambda: len(app.documents_screen.rows) == 6)
+            await pilot.press("slash")
+            await type_text(pilot, "ssh")
+            await wait_until(lambda: isinstance(app.screen, SearchScreen) and app.screen.response is not None)
+            await pilot.press("down")
+            hit = app.screen.response.hits[0]
+            await pilot.press("Y")
+            assert app.clipboard == "ssh-hardening.md"
+            await pilot.press("v")
+            await wait_until(lambda: isinstance(app.screen, ReaderScreen) and app.screen.text is not None)
+            await pilot.press("y")
+            assert app.clipboard == hit.document_id
+            await pilot.press("escape", "escape", "escape")
+            await wait_until(lambda: app.screen is app.documents_screen)
+            await pilot.press("enter")
+            await wait_until(lambda: getattr(app.screen, "detail", None) is not None)
+            await pilot.press("y")
+            assert app.clipboard == app.documents_screen.selected_document_id()
+
+    asyncio.run(run())

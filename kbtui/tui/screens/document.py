@@ -102,6 +102,12 @@ class DocumentScreen(KbtuiScreen):
             super().__init__()
             self.detail = detail
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: this document's id and its path (its name when it has none)."""
+        if self.detail is None:
+            return None
+        return self.document_id, self.detail.row.source_path or self.detail.name
+
     def __init__(self, node: Node, document_id: str) -> None:
         super().__init__()
         self.title = "Document"

@@ -114,6 +114,11 @@ class FailuresScreen(KbtuiScreen):
             return None
         return self.rows[table.cursor_row]
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: the selected failed document's id and path (or name)."""
+        row = self._selected()
+        return None if row is None else (row.document_id, row.source_path or row.name)
+
     def _show_why(self) -> None:
         row = self._selected()
         why = "" if row is None else (

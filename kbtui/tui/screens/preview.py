@@ -80,6 +80,10 @@ class HitPreviewScreen(KbtuiScreen):
             super().__init__()
             self.records = records
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: the hit's document id and source path (or the operator's name for it)."""
+        return self.hit.document_id, self.hit.source_path or self.fallback_name or self.hit.document_id
+
     def __init__(self, node: Node, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
         super().__init__()
         self.title = "Preview"

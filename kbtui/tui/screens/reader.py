@@ -157,6 +157,11 @@ class ReaderScreen(KbtuiScreen):
         yield Static(Text("Loading…"), id="reader-status")
         yield KeysFooter()
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: this document's id and its path (the title the reader shows when it has none)."""
+        path = self.text.source_path if self.text is not None else None
+        return self.document_id, path or self.document_title
+
     def on_mount(self) -> None:
         self.query_one(ReaderView).focus()
         self._load(refresh=False)
@@ -274,8 +279,8 @@ class ReaderScreen(KbtuiScreen):
         if self.text is not None:
             # The section of the match being looked at (not of the first line on screen, which
             # is context above it), else of the top of the view.
-            at = view.matches[view.current_match][0] if view.current_match is not None else view.top_offset
-            heading = self._heading_at(at)
+            offset = view.matches[view.current_match][0] if view.current_match is not None else view.top_offset
+            heading = self._heading_at(offset)
             if heading:
                 parts.append(heading)
             if self.text.truncated:
