@@ -6,9 +6,11 @@ import dataclasses
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rich.cells import cell_len
 
 from actors.events import AdmissionChanged
 from kbtui.rates import rate_text
+from kbtui.tui.ascii import ascii_text, wants_ascii
 from kbtui.tui.widgets.cells import human_size, short_time, status_cell
 from kbtui.tui.widgets.ingest_header import IngestView, Throughput, header_text, spark_text
 from kbtui.tui.widgets.path_input import complete_path
@@ -128,3 +130,16 @@ def test_a_slow_pace_does_not_read_as_zero_and_the_sparkline_keeps_its_scale():
     steady = spark_text([76.0] * 8, 256.0)
     assert steady == "▂" * 8  # a steady queue of 76 of 256 reads as such, not as empty or full
     assert spark_text([0.0, 1.0, 256.0], 256.0) == " ▁█"
+
+
+def test_ascii_is_wanted_under_a_c_locale_or_the_linux_console_and_keeps_every_cell():
+    assert wants_ascii({"LANG": "C"}, utf8_mode=False)
+    assert wants_ascii({"LANG": "C.UTF-8"}, utf8_mode=True)  # Python started under C: it coerced LC_CTYPE itself
+    assert wants_ascii({"LANG": "en_US.UTF-8", "TERM": "linux"}, utf8_mode=False)
+    assert wants_ascii({"LC_ALL": "POSIX", "LANG": "en_US.UTF-8"}, utf8_mode=False)
+    assert not wants_ascii({"LANG": "en_US.UTF-8", "TERM": "xterm-256color"}, utf8_mode=False)
+    assert not wants_ascii({"LC_CTYPE": "de_DE.utf8", "TERM": "tmux-256color"}, utf8_mode=False)
+    drawn = "╭─ Keys ─╮│● node │ Embedding ▰▰▱▱▱ · café 東京 …"
+    flat = ascii_text(drawn)
+    assert flat.isascii() and cell_len(flat) == cell_len(drawn)
+    assert flat == "+- Keys -+|* node | Embedding ##--- . cafe ???? ~"

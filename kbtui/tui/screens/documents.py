@@ -55,7 +55,6 @@ EMPTY = "No documents yet. Press a to add a folder, a file or a repository, i fo
 SORTS = (("N", "name", "Name"), ("S", "status", "Status"), ("Z", "size", "Size"), ("C", "chunks", "Chunks"),
          ("U", "updated", "Updated"))
 _STATUS_ORDER = {status.value: index for index, status in enumerate(Status)}
-REINDEXING = "re-indexing"
 SERVING_OLD = "re-indexing (serving the old index)"
 
 
