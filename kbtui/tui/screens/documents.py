@@ -372,6 +372,7 @@ class DocumentsScreen(KbtuiScreen):
             self._update_row(table, old, new, now)
             self.rows[event.document_id] = new
             self.loaded[event.document_id] = new
+        self._show_hint()  # the selected document may have just failed
 
     def show_counts(self, counts: dict[str, int], *, node_running: bool | None = None) -> None:
         """The status line: how many documents are in each status, the filter marked."""
