@@ -9,6 +9,7 @@ import asyncio
 
 from textual.widgets import DataTable, Input, Static
 
+from kbtui.tui.screens.add_files import AddFilesScreen
 from kbtui.tui.screens.ask import AskScreen
 from kbtui.tui.screens.command_line import CommandLineScreen
 from kbtui.tui.screens.documents import DocumentsScreen
@@ -19,6 +20,7 @@ from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.screens.sources import SourcesScreen
 from kbtui.tui.widgets.events_pane import EventsPane
 from kbtui.tui.widgets.hit_list import HitList
+from kbtui.tui.widgets.path_input import PathInput, PathSuggester
 from kbtui.tui.widgets.reader_view import ReaderView
 from store.catalog import add_document
 from tests.api.serving import start_node
@@ -310,5 +312,33 @@ def test_y_copies_from_the_search_hit_the_reader_and_the_detail_too(indexed_node
             await wait_until(lambda: getattr(app.screen, "detail", None) is not None)
             await pilot.press("y")
             assert app.clipboard == app.documents_screen.selected_document_id()
+
+    asyncio.run(run())
+
+
+def test_tab_in_the_add_dialog_completes_what_is_typed_even_before_a_suggestion_arrives(tui_node, tmp_path,
+                                                                                         monkeypatch):
+    (tmp_path / "corpus-one").mkdir()
+    (tmp_path / "cor-other").mkdir()
+    suggest = PathSuggester.get_suggestion
+
+    async def slowly(self, value):  # a slow disk (or a network mount): suggestions arrive late
+        await asyncio.sleep(0.5)
+        return await suggest(self, value)
+
+    monkeypatch.setattr(PathSuggester, "get_suggestion", slowly)
+    app = make_app(tui_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(lambda: app.mode == "viewer")
+            await pilot.press("a")
+            await wait_until(lambda: isinstance(app.screen, AddFilesScreen))
+            box = app.screen.query_one(PathInput)
+            box.value = str(tmp_path) + "/co"
+            await pilot.press("r")
+            await wait_until(lambda: box._suggestion.endswith("cor-other/"))  # what "cor" suggested
+            await pilot.press("p", "tab")  # typed on; Tab before "corp"'s suggestion could arrive
+            assert box.value == str(tmp_path / "corpus-one") + "/"
 
     asyncio.run(run())
