@@ -18,7 +18,7 @@ import os
 import socket
 import struct
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kbtui.api import API_PREFIX, SOCKET_NAME
 from kbtui.printable import printable
@@ -66,7 +66,7 @@ class _NotHere(Exception):
     """The fast path cannot answer: the full command will."""
 
 
-def answer_quickly(argv: Sequence[str], *, out: Callable[[str], object] | None = None) -> int | None:
+def answer_quickly(argv: Sequence[str]) -> int | None:
     """The exit code of ``kbtui search ...`` answered by a running node, or None
     when the full command must run instead."""
     try:
@@ -74,27 +74,24 @@ def answer_quickly(argv: Sequence[str], *, out: Callable[[str], object] | None =
         if request is None or os.environ.get(NODE_API_ENV, "").strip().lower() in ("0", "off", "no", "false"):
             return None
         query, collection, limit, chunks, min_score, as_json = request
-        if not as_json and sys.stdout.isatty():
-            return None  # a terminal's table is drawn by the full command
-        with _Node(_home()) as node:
-            if collection is not None and collection != ALL_COLLECTIONS and collection not in node.collections():
-                return None  # the full command lists the known ones
-            body = node.post("/search", {
-                "query": query, "collection": collection or "DEFAULT", "limit": limit, "document_id": None,
-                "expand_neighbors": False, "per_document": not chunks, "min_relevance": min_score, "explain": False,
-            })
-            unnamed = [h["document_id"] for h in body["hits"] if not h["source_path"]]
-            names = node.names(unnamed) if unnamed and not as_json else {}
+        node = _Node(_home())
+        if collection is not None and collection != ALL_COLLECTIONS and collection not in node.collections():
+            return None  # the full command lists the known ones
+        body = node.post("/search", {
+            "query": query, "collection": collection or "DEFAULT", "limit": limit, "document_id": None,
+            "expand_neighbors": False, "per_document": not chunks, "min_relevance": min_score, "explain": False,
+        })
+        unnamed = [h["document_id"] for h in body["hits"] if not h["source_path"]]
+        names = node.names(unnamed) if unnamed and not as_json else {}
     except (_NotHere, OSError, ValueError, KeyError, TypeError):
         return None
-    write = out or _print
     if as_json:
-        write(search_json(body))
+        _print(search_json(body))
         return 0
     notice = quiet_notice(body["degraded"], (body.get("match") or {}).get("verdict"))
     if notice:
         print(f"kbtui: {notice}", file=sys.stderr)
-    write(hits_tsv(body["hits"], names))
+    _print(hits_tsv(body["hits"], names))
     return 0
 
 
@@ -158,7 +155,7 @@ def _parse(argv: list[str]) -> tuple[str, str | None, int | None, bool, float | 
         return None
     as_json = as_json or fmt == "json"
     if fmt is None and not as_json and sys.stdout.isatty():
-        return None
+        return None  # a terminal's table is drawn by the full command
     return query, _collection(collection), limit, chunks, min_score, as_json
 
 
@@ -193,12 +190,6 @@ class _Node:
         if len(self.path.encode()) > _MAX_SOCKET_PATH:
             raise _NotHere
 
-    def __enter__(self) -> _Node:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
     def collections(self) -> list[str]:
         return self._request("GET", "/collections", None)["collections"]
 
@@ -228,7 +219,7 @@ class _Node:
             answer = bytearray()
             while chunk := sock.recv(65536):
                 answer += chunk
-        status, headers, content = _split(bytes(answer))
+        status, content = _split(bytes(answer))
         if status != 200:
             raise _NotHere  # the full command asks again and shows the node's error
         found = json.loads(content)
@@ -237,8 +228,8 @@ class _Node:
         return found
 
 
-def _split(answer: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers and body of a whole HTTP/1.1 response (chunked or not)."""
+def _split(answer: bytes) -> tuple[int, bytes]:
+    """Status and body of a whole HTTP/1.1 response (chunked or not)."""
     head, _, body = answer.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
@@ -250,7 +241,7 @@ def _split(answer: bytes) -> tuple[int, dict[str, str], bytes]:
         body = _unchunk(body)
     elif "content-length" in headers:
         body = body[: int(headers["content-length"])]
-    return status, headers, body
+    return status, body
 
 
 def _unchunk(data: bytes) -> bytes:
