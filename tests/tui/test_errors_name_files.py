@@ -4,11 +4,13 @@ be added, the failed document's line, the failures view) and in the CLI."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 from textual.widgets import Static
 
 from kbtui.tui.screens.failures import FailuresScreen
-from tests.api.serving import kbtui
+from tests.api.serving import kbtui, kbtui_env, start_node
 from tests.tui.conftest import fast_options, make_app, wait_until
 
 
@@ -53,3 +55,27 @@ def test_the_cli_names_the_file_that_failed_or_does_not_exist(home, tmp_path):
     assert added.returncode == 1
     failed = [line for line in added.stdout.splitlines() if line.startswith("failed ")]
     assert len(failed) == 1 and failed[0].startswith("failed broken.pdf (") and "extract_corrupt" in failed[0]
+
+
+def test_status_follow_names_the_document_that_failed_and_shows_the_nodes_log_lines(home, tmp_path):
+    folder = broken_and_fine(tmp_path / "corpus")
+    node = start_node(home)
+    follow = subprocess.Popen([sys.executable, "-m", "kbtui", "status", "--follow"], env=kbtui_env(home, COLUMNS="200"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "node: running" in follow.stdout.readline()
+        assert kbtui(home, "add", str(folder), "--no-wait").returncode == 0
+        failed = logged = None
+        for line in follow.stdout:  # until both lines came (in whichever order)
+            if " failed broken.pdf (" in line:
+                failed = line
+            if "INFO actors.stage: document" in line and "failed: extract_corrupt" in line:
+                logged = line  # the node's own log line: its id and reason code, never the name
+            if failed and logged:
+                break
+        assert failed is not None and "extract_corrupt" in failed
+        assert logged is not None and "broken.pdf" not in logged
+    finally:
+        follow.kill()
+        follow.wait(timeout=30)
+        node.stop()
