@@ -70,6 +70,8 @@ def search(
     (or --format tsv): a header line and one tab-separated line per hit.
     """
     shown_as = chosen_format(output_format, as_json)
+    if shown_as == "tsv" and output_format is None and (explain or neighbors):
+        shown_as = "table"  # the ranks and neighbours have no columns: they are for reading
     node = open_node(ctx, read_only=True)
     everywhere = collection is not None and collection.strip().lower() == "all"
     if everywhere:
