@@ -15,6 +15,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	@# The terminal UI smoke test drives kbtui in tmux; install it where we can (root on Debian).
 	@command -v tmux >/dev/null || ((apt-get install -y -qq tmux || (apt-get update -qq && apt-get install -y -qq tmux)) >/dev/null 2>&1 || true)
+	@# The SSH test drives kbtui in tmux over ssh to an sshd of its own; install openssh-server the same way.
+	@command -v sshd >/dev/null || test -x /usr/sbin/sshd || ((apt-get install -y -qq openssh-server || (apt-get update -qq && apt-get install -y -qq openssh-server)) >/dev/null 2>&1 || true)
 	@# The browser view's test (kbtui web) drives headless Chromium; install it the same way.
 	@command -v chromium >/dev/null || ((apt-get install -y -qq chromium || (apt-get update -qq && apt-get install -y -qq chromium)) >/dev/null 2>&1 || true)
 	@# OCR of scanned PDFs and images: Tesseract with its English model (models ship in the packages).

@@ -1,13 +1,23 @@
 """Logging set-up. kbtui logs counts, ids, statuses and exception *types* only:
 never document text, chunk text, file names or queries. Third-party loggers
-that would echo such text are silenced here."""
+that would echo such text are silenced here.
+
+The node's own log lines also travel live (:class:`LogLine`, handed on by a
+:class:`LogLineHandler`): to the terminal UI's events pane, in this process or
+through the node's event stream. They are the same lines the log file gets
+(the message only, never a traceback), so the rule above holds for them too.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import logging.handlers
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -60,6 +70,50 @@ def configure_logging(
     for name in _TEXT_BEARING_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return log_file
+
+
+# The node's own loggers: what the events pane shows (libraries' lines stay in the file).
+NODE_LOGGERS = ("kbtui", "actors", "store")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log line of the node, as the events pane shows it."""
+
+    name: ClassVar[str] = "log_line"
+    at: float
+    level: str
+    logger: str
+    message: str
+
+
+class LogLineHandler(logging.Handler):
+    """Hands each of the node's own log records at ``level`` or above to
+    ``deliver`` as a :class:`LogLine`. ``deliver`` runs on the logging thread:
+    it must hand off without blocking (``App.post_message``, a hub's publish)."""
+
+    def __init__(self, deliver: Callable[[LogLine], object], level: int = logging.INFO) -> None:
+        super().__init__(level)
+        self._deliver = deliver
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.name.startswith(NODE_LOGGERS):
+            return
+        # getMessage() only: an exception's traceback can quote text, the message never does.
+        # A record with bad arguments, or a closed loop: the line is simply not shown.
+        with contextlib.suppress(TypeError, ValueError, RuntimeError):
+            self._deliver(LogLine(record.created, record.levelname, record.name, record.getMessage()))
+
+    def attach(self) -> LogLineHandler:
+        """Listen on the root logger (which must pass ``level`` on) until :meth:`detach`."""
+        root = logging.getLogger()
+        root.addHandler(self)
+        if root.level > self.level or root.level == logging.NOTSET:
+            root.setLevel(self.level)
+        return self
+
+    def detach(self) -> None:
+        logging.getLogger().removeHandler(self)
 
 
 def _private_log_file(home: Path) -> Path | None:

@@ -60,7 +60,7 @@ from kbtui.sources.repositories import import_repository, register_repository
 from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.sources.watch import SourceWatcher
-from kbtui.storage import open_storage
+from kbtui.storage import open_storage, schema_version
 from store.doctor import PROBLEM, Examination, examination_json, examine
 from store.errors import SourceAlreadyRegistered
 from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
@@ -798,6 +798,28 @@ __all__ = [
     "examination_json", "examine_data_directory", "preview_unregistered", "recover_data_directory", "restore_backup",
     "scan_limits", "upgrade_blobs", "verify_backup",
 ]
+
+
+@dataclass(frozen=True)
+class VersionFacts:
+    """What ``kbtui --version`` says."""
+
+    version: str
+    schema_version: int  # the catalog schema this kbtui reads and writes (an older one is upgraded)
+    model_identity: str  # the configured embedding model's canonical vector identity
+
+
+def version_facts(config: Config) -> VersionFacts:
+    """This kbtui's version, its catalog schema, and the vector identity of the configured
+    embedding model (its weights' digest; ``unresolved`` when a server does not answer).
+    Opens nothing in the data directory."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("kbtui")
+    except PackageNotFoundError:
+        installed = "unknown"
+    return VersionFacts(installed, schema_version(config), build_embedder(config).identity.canonical())
 
 
 def build_embedder(config: Config) -> EmbeddingProvider:

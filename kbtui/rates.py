@@ -9,15 +9,21 @@ from __future__ import annotations
 from collections import deque
 
 DEFAULT_WINDOW_S = 30.0
+# An ETA is shown once this many units finished over at least this long.
+MIN_UNITS_FOR_ETA = 3
+MIN_SECONDS_FOR_ETA = 5.0
+ESTIMATING = "estimating…"
 
 
 class SlidingRate:
     """Units finished per second over the last ``window_s`` seconds, from a running total.
 
     The total is sampled whenever it is looked at; the rate is the change
-    between the oldest sample still inside the window and the newest. A pace
-    of one document every few seconds reads as, say, 0.2/s, not 0.0/s,
-    because the window is longer than the gap between finishes.
+    between the oldest sample still inside the window and the newest, over
+    the time between them: until the window is full (a batch just started,
+    see :meth:`start`), over the time elapsed, never over the whole window.
+    A pace of one document every few seconds reads as, say, 0.2/s, not
+    0.0/s, because the window is longer than the gap between finishes.
     """
 
     def __init__(self, window_s: float = DEFAULT_WINDOW_S) -> None:
@@ -30,6 +36,27 @@ class SlidingRate:
         self._samples.append((at, total))
         while len(self._samples) > 2 and at - self._samples[1][0] >= self.window_s:
             self._samples.popleft()
+
+    def start(self, at: float, total: int) -> None:
+        """Measure from now on (a batch starts): time spent idle before it must not
+        dilute the rate, which would stretch the ETA many times over."""
+        self._samples.clear()
+        self._samples.append((at, total))
+
+    def settled(self, *, min_units: int = MIN_UNITS_FOR_ETA, min_seconds: float = MIN_SECONDS_FOR_ETA) -> bool:
+        """Enough has been seen for an ETA to mean something: ``min_units`` finished
+        over at least ``min_seconds`` (a first document or two say little)."""
+        if len(self._samples) < 2:
+            return False
+        (t0, n0), (t1, n1) = self._samples[0], self._samples[-1]
+        return n1 - n0 >= min_units and t1 - t0 >= min_seconds
+
+    def eta(self, remaining: int) -> float | None:
+        """Seconds until ``remaining`` units are done at this pace; None until
+        :meth:`settled` (show it as "estimating…")."""
+        if remaining <= 0:
+            return 0.0
+        return eta_seconds(remaining, self.per_second()) if self.settled() else None
 
     def per_second(self) -> float:
         if len(self._samples) < 2:

@@ -55,6 +55,14 @@ def is_interrupted(status: str, node_running: bool) -> bool:
     return not node_running and status in IN_STAGES
 
 
+def serves_previous_index(row: DocumentRow) -> bool:
+    """Waiting to be (re-)indexed while search still serves the index it had:
+    re-indexed, or its source edited. Chunks exist only for a committed index,
+    and only a Failed document serves nothing."""
+    waiting = row.status == Status.PENDING.value or row.status in IN_STAGES
+    return waiting and row.indexed_at is not None and row.chunk_count > 0
+
+
 class NameCache:
     """Decrypted display names by document id (a document's name never changes)."""
 

@@ -8,6 +8,13 @@ from kbtui.config import Config
 from kbtui.ports import Storage
 
 
+def schema_version(config: Config) -> int:
+    """The catalog schema this kbtui reads and writes in ``config``'s store (an older one is upgraded)."""
+    from store import LATEST_SCHEMA_VERSION
+
+    return LATEST_SCHEMA_VERSION
+
+
 def open_storage(config: Config, *, read_only: bool = False) -> Storage:
     """The store of ``config``'s knowledge base, checked and ready (see :func:`store.open_store`)."""
     from store import open_store

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from store.opening import DB_FILE_NAME, Store, open_store
+    from store.opening import DB_FILE_NAME, LATEST_SCHEMA_VERSION, Store, open_store
 
-__all__ = ["DB_FILE_NAME", "Store", "open_store"]
+__all__ = ["DB_FILE_NAME", "LATEST_SCHEMA_VERSION", "Store", "open_store"]
 
 
 def __getattr__(name: str) -> Any:

@@ -45,9 +45,12 @@ if TYPE_CHECKING:
     from store.node_lock import NodeLock
     from store.sqlite import SqliteCatalog, SqliteChunks, SqliteLexical, SqliteSources
 
+# The SQLite catalog schema this kbtui reads and writes (an older one is upgraded).
+LATEST_SCHEMA_VERSION = LATEST_VERSION
+
 log = logging.getLogger("store")  # the package's logger, as before this module was split out
 
-__all__ = ["DB_FILE_NAME", "Store", "create_store", "open_store"]
+__all__ = ["DB_FILE_NAME", "LATEST_SCHEMA_VERSION", "Store", "create_store", "open_store"]
 
 
 @dataclass

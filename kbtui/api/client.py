@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from actors.events import Event
     from kbtui.config import Config
     from kbtui.follow import FollowResult
+    from kbtui.logs import LogLine
     from kbtui.node import DocumentMatch, NodeStatus, ReindexReport, SourceRow, SourceSync
     from kbtui.reads import DocumentDetail, DocumentRow, DocumentText
     from kbtui.retrieval.results import SearchResponse
@@ -294,12 +295,12 @@ class NodeClient:
 
     # ------------------------------------------------------------ events
 
-    def events(self) -> Iterator[Event]:
+    def events(self) -> Iterator[Event | LogLine]:
         """The node's pipeline events as they happen; ends when the node stops."""
         return follow_events(self.endpoint)
 
 
-def follow_events(endpoint: Endpoint, *, on_open: Callable[[EventStream], None] | None = None) -> Iterator[Event]:
+def follow_events(endpoint: Endpoint, *, on_open: Callable[[EventStream], None] | None = None) -> Iterator[Event | LogLine]:
     """The events of the node at ``endpoint`` (:class:`NodeUnavailable` if none answers).
     The first is the queue as it stands. Ends when the node stops or cuts the stream off."""
     stream = EventStream(endpoint)

@@ -2,7 +2,9 @@
 
 The node writes each event the actors publish as one SSE frame
 (``event: <name>`` and a JSON ``data:`` line); a client reads the frames back
-into the same :mod:`actors.events` values. Two more frames exist only on the
+into the same :mod:`actors.events` values. The node's own log lines travel
+the same way (``log_line``: time, level, logger, message; as content-free as
+the log file they also go to). Two more frames exist only on the
 wire: ``overflow`` (the client read too slowly and missed events: the stream
 ends, reconnect and re-read what you show) and ``stopping`` (the node stops).
 
@@ -16,15 +18,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from actors.events import Event
+    from kbtui.logs import LogLine
 
 OVERFLOW = "overflow"
 STOPPING = "stopping"
 
 
-def event_json(event: Event) -> dict[str, object]:
+def event_json(event: Event | LogLine) -> dict[str, object]:
     """The ``data`` of an event's frame (no text: ids, statuses, counts, reason codes)."""
     from actors.events import DocumentReleased, DocumentStatusChanged
+    from kbtui.logs import LogLine
 
+    if isinstance(event, LogLine):
+        return {"at": event.at, "level": event.level, "logger": event.logger, "message": event.message}
     if isinstance(event, DocumentStatusChanged):
         return {"document_id": event.document_id, "collection": event.collection_id, "status": event.status,
                 "progress": event.progress, "reason": event.reason}
@@ -34,10 +40,13 @@ def event_json(event: Event) -> dict[str, object]:
             "accepted": event.accepted, "rejected": event.rejected, "paused_for_s": event.paused_for_s}
 
 
-def event_from(name: str, data: dict) -> Event | None:
-    """The event a frame carries (None for frames that are not pipeline events)."""
+def event_from(name: str, data: dict) -> Event | LogLine | None:
+    """The event a frame carries (None for frames that are not pipeline events or log lines)."""
     from actors.events import AdmissionChanged, DocumentReleased, DocumentStatusChanged
+    from kbtui.logs import LogLine
 
+    if name == LogLine.name:
+        return LogLine(float(data["at"]), str(data["level"]), str(data["logger"]), str(data["message"]))
     if name == DocumentStatusChanged.name:
         return DocumentStatusChanged(data["document_id"], data["collection"], data["status"], data["progress"],
                                      data["reason"])

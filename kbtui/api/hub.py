@@ -7,7 +7,8 @@ and queues the frame for each subscriber on the server's event loop
 queue is bounded: a client that falls behind by more than its buffer gets an
 ``overflow`` frame and its stream ends (it re-reads what it shows and
 reconnects), so one slow or vanished client costs bounded memory and
-never slows the node or the other clients.
+never slows the node or the other clients. The node's log lines join the
+stream through a :class:`kbtui.logs.LogLineHandler` that publishes here.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 from actors.events import AdmissionChanged, DocumentReleased, DocumentStatusChanged, Event
 from actors.listener import EventListener
 from kbtui.api.events import OVERFLOW, STOPPING, event_json, frame
+from kbtui.logs import LogLine
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +87,7 @@ class EventHub:
         with self._lock:
             return len(self._subscribers)
 
-    def publish(self, event: Event) -> None:
+    def publish(self, event: Event | LogLine) -> None:
         """From any thread: queue ``event`` for every subscriber; never waits."""
         data = frame(event.name, event_json(event), event_id=next(self._ids))
         self._hand_to_all(lambda s: s.offer(data))

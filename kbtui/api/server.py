@@ -45,6 +45,7 @@ from kbtui.api.hub import EventHub, EventRelay
 from kbtui.api.identity import read_identity
 from kbtui.api.transport import peer_uid, socket_address, socket_path
 from kbtui.errors import DataDirectoryProblem, KbtuiError
+from kbtui.logs import LogLineHandler
 from kbtui.node import Node
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ class ApiServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket_inode: tuple[int, int] | None = None
+        self._log_lines = LogLineHandler(self.hub.publish)
 
     def start(self, runtime: Runtime) -> ApiServer:
         """Bind and serve (from a background thread); returns once it answers."""
@@ -199,11 +201,13 @@ class ApiServer:
                 self.stop()
                 raise KbtuiError("the node's API did not start; see the log")
             time.sleep(0.01)
+        self._log_lines.attach()  # the node's log lines, live, to event-stream clients
         log.info("api: serving on %s%s", self.path.name, " and a loopback TCP port" if self.listen else "")
         return self
 
     def stop(self) -> None:
         """End the event streams, stop serving, remove the socket and token files."""
+        self._log_lines.detach()
         self.hub.close()
         if self._server is not None:
             self._server.should_exit = True

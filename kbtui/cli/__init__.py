@@ -1,20 +1,29 @@
-"""The ``kbtui`` command: the TUI with no arguments, headless subcommands otherwise."""
+"""The ``kbtui`` command: the TUI with no arguments, headless subcommands otherwise.
+
+Nothing heavy is imported at first: ``kbtui search`` in a pipe or with
+``--json`` is answered by a running node before click, rich or the store
+load (:mod:`kbtui.cli.fast`); every other command loads the click group.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
 import sys
-from typing import TYPE_CHECKING
-
-import click
-
-from kbtui.cli.common import cli
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kbtui.errors import KbtuiError, StoreError
 
 __all__ = ["COMMAND_MODULES", "cli", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "cli":  # the click group, loaded when asked for
+        from kbtui.cli.common import cli
+
+        return cli
+    raise AttributeError(name)
 
 # The modules that register subcommands on ``cli`` (kbtui.cli.<module>). Each is
 # imported when one of its commands runs (see ``common.Commands``), so `kbtui
@@ -49,13 +58,36 @@ def main(argv: list[str] | None = None) -> None:
     previous_umask = os.umask(0o077)
     try:
         _run(argv)
+    except BrokenPipeError:
+        _reader_went_away()
     finally:
         os.umask(previous_umask)  # matters only to a caller in the same process (tests)
 
 
+def _reader_went_away() -> None:
+    """The output's reader closed it (``kbtui search ... | head -1``): that is not a
+    failure. Exit 0, quietly; stdout goes to /dev/null so the interpreter's last
+    flush cannot complain about the pipe either."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(0)
+
+
 def _run(argv: list[str] | None) -> None:
+    from kbtui.cli.fast import answer_quickly
+
+    quick = answer_quickly(sys.argv[1:] if argv is None else argv)
+    if quick is not None:
+        sys.exit(quick)
+    import click
+
+    from kbtui.cli.common import OutputClosed, cli
+
     try:
         code = cli.main(args=argv, prog_name="kbtui", standalone_mode=False)
+    except OutputClosed:
+        _reader_went_away()
     except click.exceptions.Abort:
         click.echo("kbtui: aborted", err=True)
         sys.exit(130)
@@ -85,6 +117,8 @@ def _operator_problem(exc: Exception) -> KbtuiError | StoreError | None:
 
 
 def _fail(problem: KbtuiError | StoreError) -> None:
+    import click
+
     click.echo(f"kbtui: {problem.message}", err=True)
     sys.exit(problem.exit_code)
 

@@ -28,9 +28,20 @@ stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
 
 
+class OutputClosed(Exception):
+    """The reader of the output closed it (``kbtui ls | head -1``). Not an OSError:
+    click would turn that into exit code 1, which means a document failed."""
+
+
 class Commands(click.Group):
     """Subcommands load with their module when one is used (the modules are
     listed in ``kbtui.cli.COMMAND_MODULES``): a command pays only for its own imports."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as gone:
+            raise OutputClosed from gone
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
@@ -51,14 +62,25 @@ class Commands(click.Group):
 
 @click.group(cls=Commands, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Also print informational log lines to stderr.")
+@click.option("--ascii", "ascii_only", is_flag=True,
+              help="Terminal UI: draw with ASCII only (the default where the locale is not UTF-8 or TERM is linux).")
+@click.option("--version", "show_version", is_flag=True, is_eager=True,
+              help="Show the version, the catalog schema version and the embedding model's identity.")
 @click.pass_context
-def cli(ctx: click.Context, verbose: bool) -> int | None:
+def cli(ctx: click.Context, verbose: bool, ascii_only: bool, show_version: bool) -> int | None:
     """An offline knowledge base: add documents, search them, from a terminal.
 
     With no command, opens the terminal UI. Data lives in $KBTUI_HOME
     (default: the platform user-data directory).
     """
     config = Config.load()
+    if show_version:
+        from kbtui.node import version_facts
+
+        facts = version_facts(config)
+        click.echo(f"kbtui {facts.version}\ncatalog schema {facts.schema_version}\n"
+                   f"embedding model {facts.model_identity}")
+        ctx.exit(0)
     ctx.meta[_STDERR_LEVEL] = logging.INFO if verbose else logging.WARNING
     # Nothing is opened or created here (this runs before a subcommand's
     # --help, and before kbtui doctor): the log file comes with open_node.
@@ -67,7 +89,7 @@ def cli(ctx: click.Context, verbose: bool) -> int | None:
     if ctx.invoked_subcommand is None:
         from kbtui.tui.app import run_app
 
-        return run_app(config)
+        return run_app(config, ascii_only=ascii_only or None)
     return None
 
 

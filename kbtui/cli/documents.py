@@ -189,7 +189,8 @@ def _print_documents(documents: list[DocumentRow], *, node_running: bool, output
     # Below the table, so a long reason never squeezes the names.
     failed = [d for d in documents if d.status == Status.FAILED.value]
     for d in failed:
-        stdout.print(f"[red]failed[/] {d.document_id[:12]} {d.reason or '-'}: {escape(explain_reason(d.reason))}")
+        stdout.print(f"[red]failed[/] {shown(d.source_path or d.name)} ({d.document_id[:12]}) {d.reason or '-'}: "
+                     f"{escape(explain_reason(d.reason))}")
     if any(is_interrupted(d.status, node_running) for d in documents):
         stdout.print(f"[yellow]interrupted[/]: left mid-stage by a node that stopped; {INTERRUPTED.split(' — ')[1]}")
 

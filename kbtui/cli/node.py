@@ -8,15 +8,14 @@ import os
 import signal
 import threading
 import time
-from pathlib import Path
 
 import click
 
 from actors.events import DocumentReleased, DocumentStatusChanged
 from kbtui.api.transport import NodeUnavailable
 from kbtui.cli.common import cli, log, open_node, shown, stdout
-from kbtui.logs import configure_logging
-from kbtui.node import PROBLEM, examination_json, examine_data_directory
+from kbtui.logs import LogLine, configure_logging
+from kbtui.node import PROBLEM, Node, examination_json, examine_data_directory
 from kbtui.reasons import INTERRUPTED
 
 
@@ -88,7 +87,7 @@ def status(ctx: click.Context, as_json: bool, follow: bool) -> int:
             stopped = ", ".join(f"{k} {v}" for k, v in sorted(state.interrupted.items()))
             stdout.print(f"[yellow]interrupted[/]: {stopped} ({INTERRUPTED})")
     if follow and running:
-        _follow_events(node.config.home, as_json=as_json)
+        _follow_events(node, as_json=as_json)
     return 0
 
 
@@ -100,8 +99,10 @@ def _queue_line(queue: dict) -> str:
     )
 
 
-def _follow_events(home: Path, *, as_json: bool) -> None:
-    """The node's events, one line each, until it stops (the event stream, not a poll)."""
+def _follow_events(node: Node, *, as_json: bool) -> None:
+    """The node's events, one line each, until it stops (the event stream, not a poll).
+    A document that failed is named (its path, or its name), as every failure line is."""
+    home = node.config.home
     from kbtui.api.client import follow_events, unix_endpoint
     from kbtui.api.events import event_json
 
@@ -120,11 +121,19 @@ def _follow_events(home: Path, *, as_json: bool) -> None:
             stamp = time.strftime("%H:%M:%S")
             if event.name == "admission_changed":
                 stdout.print(f"{stamp} {_queue_line(event_json(event))}")
+            elif isinstance(event, DocumentStatusChanged) and event.status == "Failed":
+                found = node.documents(document_ids=[event.document_id])
+                name = (found[0].source_path or found[0].name) if found else "-"
+                stdout.print(f"{stamp} [red]failed[/] {shown(name)} ({event.document_id[:12]}) {event.reason or '-'} · "
+                             f"{event.collection_id}")
             elif isinstance(event, DocumentStatusChanged):
                 reason = f" ({event.reason})" if event.reason else ""
                 stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
             elif isinstance(event, DocumentReleased):
                 stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
+            elif isinstance(event, LogLine):
+                stdout.print(f"{time.strftime('%H:%M:%S', time.localtime(event.at))} {event.level} "
+                             f"{event.logger}: {shown(event.message)}", no_wrap=True, overflow="ellipsis")
     except NodeUnavailable:
         pass
     if as_json:

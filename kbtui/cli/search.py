@@ -16,6 +16,8 @@ from rich.markup import escape
 
 from kbtui.api.shapes import explain_json, hit_json
 from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
+from kbtui.cli.fast import hits_tsv, quiet_notice, search_json
+from kbtui.cli.output import chosen_format, format_option
 from kbtui.collections import canonical_collection_id
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.results import ALL_COLLECTIONS, EXACT, NONE, RELATED, Hit, MatchSignal
@@ -56,12 +58,20 @@ MATCH_NOTICES = {
 @click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
 @click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
+@format_option
 @click.pass_context
 def search(
     ctx: click.Context, query: str, collection: str | None, limit: int | None, document: str | None,
-    chunks: bool, min_score: float | None, neighbors: bool, explain: bool, as_json: bool,
+    chunks: bool, min_score: float | None, neighbors: bool, explain: bool, as_json: bool, output_format: str | None,
 ) -> int:
-    """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
+    """Hybrid search (BM25 + vectors, fused; optionally reranked).
+
+    On a terminal: each hit with its place and a highlighted snippet. In a pipe
+    (or --format tsv): a header line and one tab-separated line per hit.
+    """
+    shown_as = chosen_format(output_format, as_json)
+    if shown_as == "tsv" and output_format is None and (explain or neighbors):
+        shown_as = "table"  # the ranks and neighbours have no columns: they are for reading
     node = open_node(ctx, read_only=True)
     everywhere = collection is not None and collection.strip().lower() == "all"
     if everywhere:
@@ -75,16 +85,23 @@ def search(
         query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors,
         per_document=not chunks, min_relevance=min_score,
     )
-    if as_json:
+    if shown_as == "json":
         payload: dict[str, object] = {
             "hits": [hit_json(h) for h in response.hits],
             "degraded": response.degraded,
-            "elapsed_ms": round(response.elapsed_ms, 2),
+            "elapsed_ms": response.elapsed_ms,
             "match": match_json(response.match),
         }
         if explain:
             payload["explain"] = explain_json(response.explain)
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(search_json(payload))
+        return 0
+    if shown_as == "tsv":
+        notice = quiet_notice(response.degraded, response.match.verdict if response.match is not None else EXACT)
+        if notice:
+            click.echo(f"kbtui: {notice}", err=True)
+        unnamed = [h.document_id for h in response.hits if not h.source_path]
+        click.echo(hits_tsv([hit_json(h) for h in response.hits], node.display_names(unnamed) if unnamed else {}))
         return 0
     if response.degraded:
         stdout.print(f"[yellow]degraded: {', '.join(response.degraded)}[/]")

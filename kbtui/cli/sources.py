@@ -88,8 +88,8 @@ class SourceTarget:
 def check_source_paths(paths: Sequence[str], *, include_sensitive: bool) -> list[SourceTarget]:
     """Check every argument before anything is opened; a bad one stops everything.
 
-    Errors name the argument's position, never the path: file names are
-    private to the operator and may end up in a log.
+    Errors name the path as typed (as ``ls`` and ``cp`` do): they go to the
+    operator's own terminal only, never to a log.
     """
     home = click.get_current_context().obj.home
     targets = []
@@ -98,16 +98,17 @@ def check_source_paths(paths: Sequence[str], *, include_sensitive: bool) -> list
             # Path("") is the current directory: never what an empty argument meant.
             raise KbtuiError(f"argument {position}: an empty path")
         path = Path(os.path.expanduser(raw))
+        named = printable(raw)
         if not os.path.lexists(path):
-            raise NotFound(f"argument {position}: no such file or directory")
+            raise NotFound(f"{named}: no such file or directory")
         try:
             spec = inspect_path(path, home=home)
         except KbtuiError as problem:
-            raise KbtuiError(f"argument {position}: {problem.message}") from None
+            raise KbtuiError(f"{named}: {problem.message}") from None
         if spec.kind == "file":
             reason = path_skip_reason(spec.root.name, include_sensitive=include_sensitive)
             if reason is not None:
-                raise KbtuiError(f"argument {position}: not added, {explain_skip(reason)}")
+                raise KbtuiError(f"{named}: not added, {explain_skip(reason)}")
         targets.append(SourceTarget(path, raw, spec.kind))
     return targets
 

@@ -24,7 +24,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.events import DescendantFocus
+from textual.filter import LineFilter
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 from textual.widgets import Input
@@ -41,18 +43,20 @@ from textual.worker import Worker, WorkerState
 
 from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
-from kbtui.collections import DEFAULT_COLLECTION
+from kbtui.collections import DEFAULT_COLLECTION, canonical_collection_id
 from kbtui.config import Config
-from kbtui.errors import OPERATOR_ERRORS
-from kbtui.logs import configure_logging
+from kbtui.errors import OPERATOR_ERRORS, InvalidCollection
+from kbtui.logs import LogLine, LogLineHandler, configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
-from kbtui.rates import duration_text, eta_seconds
+from kbtui.rates import duration_text
 from kbtui.reads import Status
+from kbtui.tui.ascii import AsciiFilter, wants_ascii
 from kbtui.tui.batch import WAITING, BatchTracker
 from kbtui.tui.bridge import NodeEventsEnded, NodeEventsOpened, TuiBridge, follow_node_events
-from kbtui.tui.commands import KbtuiCommands
+from kbtui.tui.commands import KbtuiCommands, find_colon_command
 from kbtui.tui.messages import (
+    AddRefused,
     AddRequested,
     AddsSkipped,
     AdmissionUpdated,
@@ -61,6 +65,7 @@ from kbtui.tui.messages import (
     DocumentsChanged,
     DocumentStatusUpdated,
     FailuresRequested,
+    NodeLogged,
     NodeModeDecided,
     NodeStopped,
     OpenDocument,
@@ -73,6 +78,7 @@ from kbtui.tui.preferences import Preferences, load_preferences, save_preference
 from kbtui.tui.screens.add_files import AddFilesScreen
 from kbtui.tui.screens.ask import AskScreen
 from kbtui.tui.screens.collections import CollectionsScreen
+from kbtui.tui.screens.command_line import CommandLineScreen
 from kbtui.tui.screens.confirm import ConfirmScreen
 from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
@@ -102,8 +108,11 @@ DETACH_AFTER_S = 1.0
 SELF_REPORTING_GROUPS = ("ask", "ask-search", "ask-probe")
 # App-wide keys a dialog keeps to itself (the palette stays available).
 _KEYS_A_DIALOG_KEEPS = frozenset(
-    {"quit", "focus_search", "help", "switch_collection", "sources", "ask", "change_theme", "show_documents"}
+    {"quit", "focus_search", "help", "switch_collection", "sources", "ask", "change_theme", "show_documents",
+     "command_line", "copy"}
 )
+# Log lines the app keeps for the events pane (it shows them when opened).
+KEPT_LOG_LINES = 500
 
 
 @dataclass(frozen=True)
@@ -113,11 +122,14 @@ class TuiOptions:
     run_node: bool = True  # run the pipeline here when no node runs for the data dir
     poll_interval_s: float = 1.0
     flush_interval_s: float = 0.5  # live status is applied to the table at most this often
-    search_debounce_s: float = 0.15
+    # Short: a search takes tens of milliseconds, and results within 150 ms of the last key
+    # is the aim (benchmarks/tui_latency.py); older answers are dropped by generation.
+    search_debounce_s: float = 0.06
     cursor_blink: bool = True
     show_timings: bool = True
     remember_preferences: bool = True
     clock: Callable[[], float] = time.time
+    ascii_only: bool = False  # draw with ASCII only (kbtui.tui.ascii)
 
 
 class KbtuiApp(App[int]):
@@ -125,13 +137,24 @@ class KbtuiApp(App[int]):
 
     TITLE = "kbtui"
     COMMANDS = App.COMMANDS | {KbtuiCommands}
+    # Notifications at the top right, under the header and the lines below it, narrow: they
+    # cover the ends of the first rows, never the Status column, the hint or status line
+    # at the bottom, or the footer (at 80 columns they covered all of those).
+    CSS = """
+    ToastRack { dock: top; align: right top; margin-top: 3; margin-bottom: 0; }
+    Toast { width: auto; max-width: 34%; min-width: 20; padding: 0 1; margin-top: 0; margin-bottom: 1; }
+    """
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("slash", "focus_search", "Search", id="app.search", tooltip="Search from anywhere"),
         Binding("question_mark", "help", "Keys", id="app.help"),
+        Binding("colon", "command_line", "Command", id="app.command_line", show=False,
+                tooltip=":sources, :failures, :events, :q ... (Tab completes)"),
+        Binding("y", "copy('id')", "Copy id", id="app.copy_id", show=False, tooltip="Copy the id (OSC 52: over SSH too)"),
+        Binding("Y", "copy('path')", "Copy path", id="app.copy_path", show=False),
         Binding("c", "switch_collection", "Collection", id="app.collections", show=False),
         Binding("i", "sources", "Sources", id="app.sources", show=False, tooltip="Folders, files and repositories"),
-        Binding("k", "ask", "Ask", id="app.ask", show=False),
+        Binding("A", "ask", "Ask", id="app.ask", show=False),
         Binding("t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("D", "show_documents", "Documents", id="app.documents", show=False),
     ]
@@ -165,6 +188,9 @@ class KbtuiApp(App[int]):
         self._quit_deadline = 0.0
         self._quit_ticker: Timer | None = None
         self._header_stale = False
+        self.log_lines: deque[LogLine] = deque(maxlen=KEPT_LOG_LINES)
+        self._log_handler = LogLineHandler(lambda line: self.post_message(NodeLogged(line)))
+        self._ascii = AsciiFilter() if self.options.ascii_only else None
         self.documents_screen = DocumentsScreen(node, self.collection_id, clock=self.clock)
         themes, self.theme_problems = load_themes(theme_dirs(node.config.home))
         for theme in themes:
@@ -172,6 +198,10 @@ class KbtuiApp(App[int]):
 
     def get_default_screen(self) -> Screen:
         return self.documents_screen
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        filters = super().get_line_filters()
+        return [*filters, self._ascii] if self._ascii is not None else filters
 
     def on_mount(self) -> None:
         wanted = self.preferences.theme
@@ -181,6 +211,7 @@ class KbtuiApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._remember_theme)
         for problem in self.theme_problems:
             self.notify(f"Theme file {problem.file_name} skipped: {problem.reason}", severity="warning", timeout=10)
+        self._log_handler.attach()  # this process's log lines (the node's, when it runs here)
         self.install_screen(SearchScreen(self.node, self.collection_id, self.options), name=SEARCH_SCREEN)
         self._show_header()
         self.set_interval(self.options.poll_interval_s, self._poll_tick)
@@ -329,6 +360,7 @@ class KbtuiApp(App[int]):
         return self._stopping_runtime is not None
 
     def on_unmount(self) -> None:
+        self._log_handler.detach()
         # Left without q (a test, an error): stop at once; unfinished documents stay queued.
         self.stop_node(drain_timeout_s=0)
 
@@ -339,6 +371,19 @@ class KbtuiApp(App[int]):
         self._live[event.document_id] = event
         if event.status in TERMINAL:
             self.finished_total += 1
+
+    def on_node_logged(self, message: NodeLogged) -> None:
+        self.log_lines.append(message.line)
+        if self.documents_screen.ready:
+            self.documents_screen.show_log_lines([message.line])
+
+    def show_events(self) -> None:
+        """The documents list with the events pane open."""
+        self.action_show_documents()
+        self.documents_screen.show_events(list(self.log_lines), shown=True)
+
+    def toggle_events(self) -> None:
+        self.documents_screen.show_events(list(self.log_lines), shown=not self.documents_screen.events_shown)
 
     def on_admission_updated(self, message: AdmissionUpdated) -> None:
         self.queue = message.event
@@ -379,12 +424,18 @@ class KbtuiApp(App[int]):
         if self.mode == "client" and not self.events_live:
             self.queue = snapshot.queue
             finished = counts.get(Status.INDEXED.value, 0) + counts.get(Status.FAILED.value, 0)
-        self.throughput.record(now, finished)
-        self.chunk_throughput.record(now, snapshot.indexed_chunks)
+        was_running = self.batches.running
+        ended = self.batches.observe(now, counts, finished)
+        if self.batches.running and not was_running:
+            # A batch starts: rates from here, not diluted by the idle time before it.
+            self.throughput.start(now, finished)
+            self.chunk_throughput.start(now, snapshot.indexed_chunks)
+        else:
+            self.throughput.record(now, finished)
+            self.chunk_throughput.record(now, snapshot.indexed_chunks)
         self.ocr_pages_per_min = snapshot.ocr_pages_last_minute
         self.rate = self.throughput.per_second()
         self.waiting = sum(counts.get(status, 0) for status in WAITING)
-        ended = self.batches.observe(now, counts, finished)
         self.documents_screen.show_counts(counts, node_running=snapshot.node_running)
         self.documents_screen.show_batch(self._batch_line())
         if ended is not None and (ended.added or ended.updated or ended.failed):
@@ -419,7 +470,7 @@ class KbtuiApp(App[int]):
         """What the header shows now."""
         return IngestView(
             self.mode, self.collection_id, self.queue, documents_per_s=self.rate,
-            chunks_per_s=self.chunk_throughput.per_second(), eta_s=eta_seconds(self.waiting, self.rate),
+            chunks_per_s=self.chunk_throughput.per_second(), eta_s=self.throughput.eta(self.waiting),
             waiting=self.waiting, ocr_pages_per_min=self.ocr_pages_per_min,
         )
 
@@ -462,6 +513,44 @@ class KbtuiApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.screen))
+
+    def action_command_line(self) -> None:
+        """``:``: a command line at the bottom (``:sources``, ``:failures``, ``:q``, Tab completes)."""
+
+        def entered(line: str | None) -> None:
+            found = find_colon_command(line or "")
+            if found is not None:
+                command, argument = found
+                command.run(self, argument)
+
+        self.push_screen(CommandLineScreen(), entered)
+
+    def action_copy(self, what: str) -> None:
+        """``y``/``Y``: copy the selected document's id or path to the clipboard
+        (OSC 52, which a terminal over SSH receives too)."""
+        target = getattr(self.screen, "copy_target", lambda: None)()
+        if target is None:
+            self.notify("Nothing selected to copy here.", severity="warning", timeout=3)
+            return
+        document_id, path = target
+        value = document_id if what == "id" else path
+        self.copy_to_clipboard(value)
+        self.notify(f"Copied {what}: {printable(value)}", timeout=3)
+
+    def search_for(self, text: str) -> None:
+        """Search ``text`` (the search screen is shown with it typed)."""
+        search = self.get_screen(SEARCH_SCREEN)
+        assert isinstance(search, SearchScreen)
+        search.search_text(text)
+
+    def switch_collection_named(self, name: str) -> None:
+        try:
+            collection_id = canonical_collection_id(name)
+        except InvalidCollection as problem:
+            self.notify(problem.message, severity="error", timeout=5)
+            return
+        if collection_id != self.collection_id:
+            self.switch_collection(collection_id)
 
     def action_ask(self) -> None:
         self.push_screen(AskScreen.for_node(self.node, self.collection_id))
@@ -562,10 +651,18 @@ class KbtuiApp(App[int]):
         Every file the scan skips is counted by reason (vanished, not a
         regular file, sensitive, ...); the rest are added as Pending documents.
         """
-        synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
+        try:
+            synced = self.node.add_source(Path(os.path.expanduser(raw)), collection_id)
+        except OPERATOR_ERRORS as problem:
+            # Said with the path as typed (on this screen only; never logged).
+            self.post_message(AddRefused(raw, problem.message))
+            return
         self.post_message(AddsSkipped(synced.report.unchanged.count + synced.report.skipped_count))
         self._sweep_now()
         self.post_message(DocumentsChanged(collection_id, synced.report.summary() + self._who_indexes()))
+
+    def on_add_refused(self, message: AddRefused) -> None:
+        self.notify(f"{printable(message.path)}: {message.reason}", title="Not added", severity="error", timeout=10)
 
     def on_adds_skipped(self, message: AddsSkipped) -> None:
         self.batches.note_skipped(message.count)
@@ -685,11 +782,12 @@ def quit_notice(in_flight: int, counts: dict[str, int], seconds_left: float) -> 
     )
 
 
-def run_app(config: Config) -> int:
+def run_app(config: Config, *, ascii_only: bool | None = None) -> int:
     """Open the node for ``config.home`` and run the terminal UI until the operator quits.
 
     The node is opened before anything is drawn: a data directory that cannot
     be used raises here, and ``kbtui``'s entry point prints it as one line.
+    ``ascii_only`` None: decided by the locale and TERM (:func:`wants_ascii`).
     """
     node = Node.open(config)
     # Log lines must not land on the screen the UI draws.
@@ -697,7 +795,7 @@ def run_app(config: Config) -> int:
         config.home, to_stderr_level=None,
         file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
     )
-    app = KbtuiApp(node)
+    app = KbtuiApp(node, options=TuiOptions(ascii_only=wants_ascii(os.environ) if ascii_only is None else ascii_only))
     try:
         code = app.run() or 0
     finally:

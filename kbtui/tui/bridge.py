@@ -20,13 +20,16 @@ from actors.events import AdmissionChanged, DocumentStatusChanged, Event
 from actors.listener import EventListener
 from kbtui.api.client import follow_events, unix_endpoint
 from kbtui.api.transport import EventStream, NodeUnavailable
-from kbtui.tui.messages import AdmissionUpdated, DocumentStatusUpdated
+from kbtui.logs import LogLine
+from kbtui.tui.messages import AdmissionUpdated, DocumentStatusUpdated, NodeLogged
 
 Post = Callable[[Message], object]
 
 
-def message_for(event: Event) -> Message | None:
-    """The UI message for a pipeline event, or None when the UI does not show it."""
+def message_for(event: Event | LogLine) -> Message | None:
+    """The UI message for a pipeline event or a log line, or None when the UI does not show it."""
+    if isinstance(event, LogLine):
+        return NodeLogged(event)
     if isinstance(event, DocumentStatusChanged):
         return DocumentStatusUpdated(event)
     if isinstance(event, AdmissionChanged):

@@ -1,4 +1,5 @@
-"""The command palette (ctrl+p): every action of the app, built from current state."""
+"""The command palette (ctrl+p), built from current state, and the ``:`` command
+line's table of commands (k9s's habit: ``:sources``, ``:failures``, ``:q``)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,93 @@ class KbtuiCommands(Provider):
             score = matcher.match(command.title)
             if score > 0:
                 yield Hit(score, matcher.highlight(command.title), command.run, help=command.help)
+
+
+# ---------------------------------------------------------------- the : command line
+
+
+@dataclass(frozen=True)
+class ColonCommand:
+    """One ``:`` command: its name, other names, what it does, and how (given the
+    app and what was typed after the name)."""
+
+    name: str
+    help: str
+    run: Callable[[KbtuiApp, str], object]
+    aliases: tuple[str, ...] = ()
+    takes: str = ""  # what may follow the name, for the help (e.g. "NAME")
+
+
+def _documents(app: KbtuiApp, argument: str) -> None:
+    app.action_show_documents()
+    if argument:
+        app.documents_screen.filter_names(argument)
+
+
+def _search(app: KbtuiApp, argument: str) -> None:
+    app.action_focus_search()
+    if argument:
+        app.search_for(argument)
+
+
+def _collection(app: KbtuiApp, argument: str) -> None:
+    if argument:
+        app.switch_collection_named(argument)
+    else:
+        app.action_switch_collection()
+
+
+# The table the command line reads. A later view (``:nodes``) is one more row.
+COLON_COMMANDS: tuple[ColonCommand, ...] = (
+    ColonCommand("documents", "the documents list (a word: filter names)", _documents, ("docs", "ls"), "[WORDS]"),
+    ColonCommand("search", "search (the words after it: search them)", _search, ("s",), "[WORDS]"),
+    ColonCommand("sources", "folders, files and repositories", lambda app, _: app.action_sources(), ("src",)),
+    ColonCommand("failures", "failed documents, why, retry", lambda app, _: app.show_failures(), ("failed",)),
+    ColonCommand("events", "the node's log lines, live (on the documents list)", lambda app, _: app.show_events(),
+                 ("logs", "log")),
+    ColonCommand("collection", "switch collection (a name: to it)", _collection, ("c", "col"), "[NAME]"),
+    ColonCommand("ask", "ask a question with a local chat model", lambda app, _: app.action_ask()),
+    ColonCommand("theme", "change the theme", lambda app, _: app.action_change_theme()),
+    ColonCommand("help", "the keys", lambda app, _: app.action_help(), ("keys", "?")),
+    ColonCommand("quit", "stop the node (if this is it) and leave", lambda app, _: app.call_later(app.action_quit),
+                 ("q", "q!", "exit")),
+)
+
+
+def colon_names(commands: tuple[ColonCommand, ...] = COLON_COMMANDS) -> list[str]:
+    """Every name and alias, for completion."""
+    return [name for command in commands for name in (command.name, *command.aliases)]
+
+
+def find_colon_command(
+    line: str, commands: tuple[ColonCommand, ...] = COLON_COMMANDS
+) -> tuple[ColonCommand, str] | None:
+    """The command ``line`` names (a whole name or alias, else a prefix of exactly
+    one command's name) and what follows it; None when it names none or several."""
+    word, _, argument = line.strip().lstrip(":").partition(" ")
+    word = word.lower()
+    if not word:
+        return None
+    for command in commands:
+        if word == command.name or word in command.aliases:
+            return command, argument.strip()
+    started = [c for c in commands if c.name.startswith(word)]
+    return (started[0], argument.strip()) if len(started) == 1 else None
+
+
+def complete_colon(line: str, commands: tuple[ColonCommand, ...] = COLON_COMMANDS) -> str | None:
+    """``line`` with its command name completed (the longest common start of the
+    names it begins), or None when nothing longer fits."""
+    word = line.strip().lower()
+    if " " in word:
+        return None
+    names = sorted(n for n in colon_names(commands) if n.startswith(word) and n != word)
+    if not names:
+        return None
+    common = names[0]
+    for name in names[1:]:
+        while not name.startswith(common):
+            common = common[:-1]
+    if len(names) == 1:
+        return common + " "
+    return common if len(common) > len(word) else None

@@ -18,6 +18,7 @@ from textual.message import Message
 from textual.worker import Worker
 
 from actors.events import AdmissionChanged, DocumentStatusChanged
+from kbtui.logs import LogLine
 from kbtui.reads import CatalogSnapshot
 from kbtui.retrieval.search import Hit, SearchResponse
 from kbtui.sources.sync import SyncReport
@@ -43,6 +44,21 @@ class AdmissionUpdated(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, AdmissionUpdated)
+
+
+@dataclass
+class AddRefused(Message):
+    """A path the operator typed could not be added (shown with the path, never logged)."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class NodeLogged(Message):
+    """One of the node's log lines (this process's, or the running node's stream)."""
+
+    line: LogLine
 
 
 @dataclass

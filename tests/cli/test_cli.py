@@ -55,8 +55,8 @@ def test_a_missing_file_is_one_line_and_changes_nothing(run_cli, tmp_path):
     before = json.loads(run_cli("ls", "--json").out)
     result = run_cli("add", str(tmp_path / "a.md"), str(tmp_path / "missing.md"))
     assert result.code == 2
-    assert result.err.strip().count("\n") == 0 and "no such file" in result.err
-    assert "missing.md" not in result.err
+    # One line naming the path as typed (issue 29: say which file), on stderr only, never in a log.
+    assert result.err.strip() == f"kbtui: {tmp_path / 'missing.md'}: no such file or directory"
     assert json.loads(run_cli("ls", "--json").out) == before
 
 

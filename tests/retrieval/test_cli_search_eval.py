@@ -14,7 +14,7 @@ def test_search_prints_a_short_snippet_with_the_query_terms_marked(run_cli, tmp_
     body = "Intro words. " * 40 + "The flange bearings overheat when lubrication fails. " + "Tail words. " * 40
     write(tmp_path / "pump.md", "# Pump\n\n" + body)
     assert run_cli("add", str(tmp_path / "pump.md")).code == 0
-    out = run_cli("search", "bearing lubrication").out
+    out = run_cli("search", "bearing lubrication", "--format", "table").out
     line = next(line for line in out.splitlines() if "bearings" in line)
     assert "…" in line and len(line.strip()) < 260
     segments = snippet(body, "bearing lubrication")

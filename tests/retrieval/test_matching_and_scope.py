@@ -63,7 +63,7 @@ def test_the_cli_says_nothing_matched_and_the_json_carries_the_signal(run_cli, t
     # The hash test embedder has no calibrated floor: no word matched, meaning unknown.
     assert payload["match"]["lexical"] is False and payload["match"]["semantic"] is None
     assert payload["match"]["verdict"] == RELATED
-    assert "no exact matches, showing related passages" in run_cli("search", "xqzvbl").out
+    assert "no exact matches, showing related passages" in run_cli("search", "xqzvbl", "--format", "table").out
     found = json.loads(run_cli("search", "zebracorn", "--json").out)
     assert found["match"]["verdict"] == EXACT and found["hits"][0]["relevance"] == 1.0
 
@@ -105,7 +105,7 @@ def test_all_collections_finds_documents_in_each_and_names_their_collection(node
     assert {(h.document_id, h.collection_id) for h in response.hits[2:]} <= {(other, "DEFAULT")}
     # One collection still means only that one.
     assert {h.document_id for h in node.search("flangewidget", "OPS").hits} == {ops}
-    out = run_cli("search", "flangewidget", "--collection", "all").out
+    out = run_cli("search", "flangewidget", "--collection", "all", "--format", "table").out
     assert "OPS ·" in out and "DEV ·" in out
     hits = json.loads(run_cli("search", "flangewidget", "-c", "ALL", "--json").out)["hits"]
     assert {h["collection"] for h in hits[:2]} == {"OPS", "DEV"}
@@ -132,9 +132,9 @@ def test_results_are_documents_with_the_rest_of_their_chunks_counted(node, index
     assert grouped.hits[0].more_in_document == 2 and grouped.hits[1].more_in_document == 0
     chunks = node.search("gizmotron calibration", "DEFAULT")
     assert [h.document_id for h in chunks.hits].count(long_doc) == 3
-    out = run_cli("search", "gizmotron calibration").out
+    out = run_cli("search", "gizmotron calibration", "--format", "table").out
     assert "+2 more in this document" in out and "2 documents" in out
-    raw = run_cli("search", "gizmotron calibration", "--chunks").out
+    raw = run_cli("search", "gizmotron calibration", "--chunks", "--format", "table").out
     assert "more in this document" not in raw and "4 chunks" in raw
     payload = json.loads(run_cli("search", "gizmotron calibration", "--json").out)
     assert [h["more_in_document"] for h in payload["hits"]] == [2, 0]

@@ -82,7 +82,7 @@ def test_without_a_chat_model_the_screen_says_so_and_searches_instead(node, add_
     assert "No chat model is reachable" in before["status"]
     assert before["search_button"] and before["answer"] == "" and before["rows"] == []
 
-    for how in ("click", "ctrl+s"):
+    for how in ("click", "ctrl+g"):
         after = asyncio.run(ask_in_app(make_screen(node, config), "basebackup", then_press=how))
         assert after["title"] == "Search results", how
         assert after["rows"][0][1] == "Backups" and "pg_basebackup" in after["rows"][0][3]

@@ -264,13 +264,14 @@ def test_ask_says_there_is_no_chat_model_before_anything_is_typed(home):
     async def run() -> None:
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_until(lambda: app.mode == "viewer")
-            await pilot.press("k")
+            await pilot.press("A")
             await wait_until(lambda: isinstance(app.screen, AskScreen))
             ask = app.screen
             status = ask.query_one("#ask-status", Static)
             await wait_until(lambda: "No chat model is configured" in str(status.content))
+            assert "Enter searches instead" in str(status.content)  # as the README says; not ctrl+s (XOFF)
             await type_text(pilot, "ssh keys")
-            await pilot.press("ctrl+s")
+            await pilot.press("enter")
             table = ask.query_one("#ask-results", DataTable)
             await wait_until(lambda: table.row_count > 0)
             assert table.columns[list(table.columns)[-1]].width >= 30  # at 80 columns: not a 20-column sliver

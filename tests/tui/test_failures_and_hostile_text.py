@@ -26,7 +26,8 @@ def test_a_bad_path_is_a_notification_not_a_crash(tui_node, tmp_path):
             await wait_until(lambda: app.mode == "viewer")
             app.add_path(str(tmp_path / f"missing-{CANARY}"), "DEFAULT")
             await wait_until(lambda: notifications(app))
-            assert notifications(app) == ["no such file or directory"]
+            # Named as typed, on the operator's screen (the canary check: never in a log).
+            assert notifications(app) == [f"{tmp_path / f'missing-{CANARY}'}: no such file or directory"]
             assert app.is_running
 
     asyncio.run(run())

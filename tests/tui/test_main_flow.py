@@ -110,10 +110,10 @@ def test_reindex_one_and_the_filter(tui_node, tmp_path):
             await wait_until(lambda: documents.rows[selected].status == "Indexed")
 
             await wait_until(lambda: documents.counts == {"Indexed": 6})  # the status line caught up
-            await pilot.press("f")  # the empty statuses are skipped: straight to Indexed
+            await pilot.press("s")  # the empty statuses are skipped: straight to Indexed
             assert documents.status_filter == "Indexed"
             await wait_until(lambda: table.row_count == 6)
-            await pilot.press("f")  # and back to all
+            await pilot.press("s")  # and back to all
             assert documents.status_filter is None
             await pilot.press("1")  # a direct key: Pending, none
             assert documents.status_filter == "Pending"

@@ -53,7 +53,7 @@ def test_help_lists_the_keys_of_the_screen_and_the_app(tui_node):
             table = app.screen.query_one(DataTable)
             rows = {str(table.get_row_at(i)[0]): str(table.get_row_at(i)[1]) for i in range(table.row_count)}
             assert rows["a"] == "Add" and rows["d"] == "Delete" and rows["/"] == "Search" and rows["q"] == "Quit"
-            assert rows["c"] == "Collection" and rows["i"] == "Sources" and rows["k"] == "Ask"
+            assert rows["c"] == "Collection" and rows["i"] == "Sources" and rows["A"] == "Ask"
             await pilot.press("q")  # closes the help, does not quit
             await wait_until(lambda: isinstance(app.screen, DocumentsScreen))
             assert app.is_running

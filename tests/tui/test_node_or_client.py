@@ -63,7 +63,7 @@ def test_the_header_counts_what_the_node_admits(tui_node, tmp_path):
             await wait_until(lambda: app.mode == "node")
             app.add_path(str(corpus), "DEFAULT")
             await wait_until(lambda: app.queue is not None and app.queue.accepted == 6)
-            await wait_until(lambda: "accepted 6 · rejected 0" in header_line(app))
+            await wait_until(lambda: "6 accepted, 0 rejected" in header_line(app))
             await wait_until(lambda: app.finished_total == 6)
             assert "● node DEFAULT" in header_line(app)
 

@@ -1,4 +1,5 @@
-"""What each screen looks like, at 80x24 (an SSH terminal) and 120x40.
+"""What each screen looks like, at 60x20 (a narrow split), 80x24 (an SSH terminal)
+and 120x40, and at 80x24 drawn in ASCII (a C locale, the Linux console).
 
 Deterministic: the sample corpus indexed with fixed ids and times, UTC, a fixed
 clock, no node, no cursor blink, no timings. Update after a deliberate change
@@ -10,15 +11,20 @@ from __future__ import annotations
 
 import pytest
 
+from kbtui.reads import Status
+from kbtui.tui.ascii import wants_ascii
 from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.failures import FailuresScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
 from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.search import SearchScreen
 from kbtui.tui.widgets.reader_view import ReaderView
+from store.catalog import set_status
 from tests.tui.conftest import deterministic_options, make_app, wait_until
 
-SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
+FAILED_ONE = "00000000000000000000000000000003"  # on-call-handbook.txt in the indexed sample corpus
+
+SIZES = [pytest.param((60, 20), id="60x20"), pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40")]
 
 
 @pytest.fixture
@@ -59,7 +65,7 @@ def test_search_results(snap_compare, snapshot_app, size):
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
 
 
-@pytest.mark.parametrize("size", SIZES[:1])
+@pytest.mark.parametrize("size", SIZES[1:2])
 def test_search_explained(snap_compare, snapshot_app, size):
     async def run_before(pilot) -> None:
         await searched(pilot, "ssh keys")
@@ -107,8 +113,14 @@ def test_sources_with_nothing_registered(snap_compare, snapshot_app, size):
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
 
 
-@pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize("key", ["question_mark", "c", "a", "R"], ids=["help", "collections", "add", "confirm"])
+DIALOGS = (("c", "collections"), ("a", "add"), ("R", "confirm"))
+
+
+@pytest.mark.parametrize(
+    ("size", "key"),
+    [*[pytest.param(size.values[0], "question_mark", id=f"help-{size.id}") for size in SIZES],
+     *[pytest.param(size, key, id=f"{name}-{size[0]}x{size[1]}") for size in ((80, 24), (120, 40)) for key, name in DIALOGS]],
+)
 def test_dialogs(snap_compare, snapshot_app, size, key):
     async def run_before(pilot) -> None:
         await documents_loaded(pilot)
@@ -132,12 +144,29 @@ def test_reader_at_the_hit(snap_compare, snapshot_app, size):
     assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
 
 
-@pytest.mark.parametrize("size", SIZES[:1])
-def test_failures(snap_compare, snapshot_app, size):
+@pytest.mark.parametrize("size", SIZES)
+def test_failures(snap_compare, indexed_node, utc, size):
+    set_status(FAILED_ONE, Status.FAILED, reason="extract_corrupt")
+    app = make_app(indexed_node, deterministic_options())
+
     async def run_before(pilot) -> None:
-        await documents_loaded(pilot)
+        await wait_until(lambda: app.mode == "viewer" and len(app.documents_screen.rows) == 6)
         await pilot.press("x")
-        await wait_until(lambda: isinstance(pilot.app.screen, FailuresScreen))
+        await wait_until(lambda: isinstance(pilot.app.screen, FailuresScreen) and pilot.app.screen.rows)
         await pilot.pause(0.2)
 
-    assert snap_compare(snapshot_app, terminal_size=size, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_documents_in_ascii_under_a_c_locale(snap_compare, indexed_node, utc):
+    """What LANG=C (or TERM=linux) gets: every border, glyph and mark in ASCII, columns aligned."""
+    assert wants_ascii({"LANG": "C", "TERM": "xterm"}, utf8_mode=False)
+    app = make_app(indexed_node, deterministic_options(ascii_only=True))
+
+    async def run_before(pilot) -> None:
+        await documents_loaded(pilot)
+        await pilot.press("down", "question_mark")
+        await wait_until(lambda: pilot.app.screen is not pilot.app.documents_screen)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

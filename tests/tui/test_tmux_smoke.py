@@ -107,3 +107,23 @@ def test_add_the_sample_corpus_and_search_it_over_a_terminal(tmp_path):
         assert done.read_text().strip() == "0"
     finally:
         tmux.kill()
+
+
+def test_under_a_c_locale_everything_on_screen_is_ascii(indexed_template, tmp_path):
+    home = tmp_path / "kbhome"
+    shutil.copytree(indexed_template, home)
+    env = {"KBTUI_HOME": str(home), "KBTUI_EMBEDDING_PROVIDER": "hash", "TERM": "xterm-256color",
+           "PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "LANG": "C"}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    tmux = Tmux(tmp_path / "tmux.sock", f"kbtui-c-{uuid.uuid4().hex[:8]}")
+    tmux.start(f"cd {shlex.quote(str(Path(__file__).resolve().parents[2]))} && "
+               f"env -i {exports} {shlex.quote(sys.executable)} -m kbtui", width=60, height=20)
+    try:
+        shown = tmux.wait_for(lambda s: "* node DEFAULT" in s and "Indexed 6" in s)
+        assert shown.isascii() and "|" in shown.splitlines()[0]  # the header's separators, not a replacement
+        tmux.keys("?")
+        shown = tmux.wait_for(lambda s: "Keys: Documents" in s)
+        assert shown.isascii() and "#- Keys: Documents -" in shown  # the thick frame, drawn in ASCII
+        tmux.keys("Escape", "q")
+    finally:
+        tmux.kill()

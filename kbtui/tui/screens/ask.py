@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Button, DataTable, Footer, Input, Static
+from textual.widgets import Button, DataTable, Input, Static
 from textual.worker import Worker, WorkerState
 
 from kbtui.config import Config
@@ -27,6 +27,8 @@ from kbtui.printable import printable
 from kbtui.retrieval.search import SearchResponse
 from kbtui.tools.ask import STATUS_MESSAGES, AskOutcome, answer_question, search_instead
 from kbtui.tools.locality import decide, effective_chat_model
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Table
 
 PROBE_TIMEOUT_S = 2.0
 
@@ -58,7 +60,8 @@ class AskScreen(Screen[None]):
 
     BINDINGS = [
         Binding("escape", "dismiss_screen", "Back", id="ask.back"),
-        Binding("ctrl+s", "search_instead", "Search instead", id="ask.search_instead"),
+        # Not ctrl+s: that is XOFF over many SSH sessions and terminals, and freezes the output.
+        Binding("ctrl+g", "search_instead", "Search instead", id="ask.search_instead"),
     ]
 
     DEFAULT_CSS = """
@@ -102,6 +105,7 @@ class AskScreen(Screen[None]):
         self.model_label = model_label
         self.question = ""
         self.outcome: AskOutcome | None = None
+        self.no_model = False  # the probe found no chat model: Enter searches instead
 
     @classmethod
     def for_node(cls, node: Node, collection_id: str, *, model: str | None = None) -> AskScreen:
@@ -125,8 +129,8 @@ class AskScreen(Screen[None]):
             yield Static("", id="ask-answer")
         with Horizontal(id="ask-actions"):
             yield Button("Search instead", id="ask-search-instead", variant="primary")
-        yield DataTable(id="ask-results", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+        yield Table(id="ask-results", cursor_type="row", zebra_stripes=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#ask-actions").display = False
@@ -149,7 +153,8 @@ class AskScreen(Screen[None]):
     def on_ask_screen_probed(self, message: Probed) -> None:
         if message.problem and not self.question:
             # Said before anything is typed, with the way round it.
-            self._set_status(f"{message.problem} Type your question, then ctrl+s searches instead.")
+            self.no_model = True
+            self._set_status(f"{message.problem} Type your question; Enter searches instead.")
             self.query_one("#ask-actions").display = True
 
     # ------------------------------------------------------------ asking
@@ -158,6 +163,9 @@ class AskScreen(Screen[None]):
     def submit_question(self, event: Input.Submitted) -> None:
         question = event.value.strip()
         if not question:
+            return
+        if self.no_model:
+            self.action_search_instead()
             return
         self.question = question
         self.outcome = None
@@ -175,7 +183,7 @@ class AskScreen(Screen[None]):
         outcome = message.outcome
         self.outcome = outcome
         if not outcome.answered:
-            self._set_status(f"{outcome.notice or 'No answer.'} You can search instead (ctrl+s).")
+            self._set_status(f"{outcome.notice or 'No answer.'} You can search instead (ctrl+g).")
             self.query_one("#ask-actions").display = True
             self.query_one("#ask-search-instead", Button).focus()
             return

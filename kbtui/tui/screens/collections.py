@@ -13,6 +13,7 @@ from textual.widgets.option_list import Option
 
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import InvalidCollection
+from kbtui.tui.widgets.lists import Choices
 
 
 class CollectionsScreen(ModalScreen[str | None]):
@@ -37,7 +38,7 @@ class CollectionsScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield OptionList(
+            yield Choices(
                 *[Option(Text(("● " if c == self.current else "  ") + c), id=c) for c in self.collections],
                 id="collections-list",
             )

@@ -8,7 +8,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static, TabbedContent, TabPane, Tree
+from textual.widgets import DataTable, Static, TabbedContent, TabPane, Tree
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.extract import DEFAULT_OCR
@@ -19,6 +19,8 @@ from kbtui.reasons import explain_reason
 from kbtui.tui.messages import DeleteRequested, OpenReader, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import full_time, human_size, status_cell
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Outline, Table
 
 
 def metadata_text(detail: DocumentDetail, low_confidence: float = DEFAULT_OCR.low_confidence) -> Text:
@@ -105,6 +107,12 @@ class DocumentScreen(KbtuiScreen):
             super().__init__()
             self.detail = detail
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: this document's id and its path (its name when it has none)."""
+        if self.detail is None:
+            return None
+        return self.document_id, self.detail.row.source_path or self.detail.name
+
     def __init__(self, node: Node, document_id: str) -> None:
         super().__init__()
         self.title = "Document"
@@ -116,12 +124,12 @@ class DocumentScreen(KbtuiScreen):
         yield Static(Text("Loading…"), id="document-meta")
         with TabbedContent(initial="history"):
             with TabPane("1 History", id="history"):
-                yield DataTable(id="document-history", cursor_type="row", zebra_stripes=True)
+                yield Table(id="document-history", cursor_type="row", zebra_stripes=True)
             with TabPane("2 Sections", id="sections"):
-                yield Tree("sections", id="document-sections")
+                yield Outline("sections", id="document-sections")
             with TabPane("3 Chunks", id="chunks"):
-                yield DataTable(id="document-chunks", cursor_type="row", zebra_stripes=True)
-        yield Footer()
+                yield Table(id="document-chunks", cursor_type="row", zebra_stripes=True)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.reload()

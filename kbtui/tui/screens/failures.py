@@ -9,7 +9,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from kbtui.node import Node
 from kbtui.printable import printable
@@ -17,7 +17,9 @@ from kbtui.reads import DocumentRow, Status
 from kbtui.reasons import explain_reason
 from kbtui.tui.messages import OpenDocument, ReindexRequested
 from kbtui.tui.screens.base import KbtuiScreen
-from kbtui.tui.screens.documents import fit
+from kbtui.tui.widgets.cells import fit
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Table
 
 RELOAD_AFTER_RETRY_S = 0.5
 
@@ -65,9 +67,9 @@ class FailuresScreen(KbtuiScreen):
     def compose(self) -> ComposeResult:
         yield Static(Text.assemble(("Failed documents ", "bold"), self.collection_id), id="failures-heading")
         yield Static(id="failures-reasons")
-        yield DataTable(id="failures", cursor_type="row", zebra_stripes=True)
+        yield Table(id="failures", cursor_type="row", zebra_stripes=True)
         yield Static(id="failures-why")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one(DataTable).focus()
@@ -112,9 +114,16 @@ class FailuresScreen(KbtuiScreen):
             return None
         return self.rows[table.cursor_row]
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: the selected failed document's id and path (or name)."""
+        row = self._selected()
+        return None if row is None else (row.document_id, row.source_path or row.name)
+
     def _show_why(self) -> None:
         row = self._selected()
-        why = "" if row is None else f"{row.reason}: {explain_reason(row.reason)} · r: retry · Enter: details"
+        why = "" if row is None else (
+            f"{printable(row.source_path or row.name)}: {row.reason}: {explain_reason(row.reason)} · r: retry · Enter: details"
+        )
         self.query_one("#failures-why", Static).update(Text(why, no_wrap=True, overflow="ellipsis"))
 
     def action_retry_selected(self) -> None:

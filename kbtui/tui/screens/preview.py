@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.node import Node
@@ -19,6 +19,7 @@ from kbtui.retrieval.search import Hit
 from kbtui.tui.messages import OpenDocument, OpenReader
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.widgets.cells import inert
+from kbtui.tui.widgets.footer import KeysFooter
 from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR, explain_text, hit_title
 from kbtui.tui.widgets.snippet import HIGHLIGHT_STYLE, query_terms
 from store.records import ChunkRecord
@@ -79,6 +80,10 @@ class HitPreviewScreen(KbtuiScreen):
             super().__init__()
             self.records = records
 
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: the hit's document id and source path (or the operator's name for it)."""
+        return self.hit.document_id, self.hit.source_path or self.fallback_name or self.hit.document_id
+
     def __init__(self, node: Node, hit: Hit, query: str, fallback_name: str | None, fusion: str | None = None) -> None:
         super().__init__()
         self.title = "Preview"
@@ -97,7 +102,7 @@ class HitPreviewScreen(KbtuiScreen):
         heading.append_text(explain_text(self.hit, self.fusion))
         yield Static(heading, id="preview-heading")
         yield VerticalScroll(Static(Text("Loading…")), id="preview-chunks")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self._load(self.hit.chunk_id, self.hit.collection_id)

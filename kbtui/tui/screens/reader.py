@@ -18,7 +18,7 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.timer import Timer
-from textual.widgets import Footer, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from kbtui.chunking import HEADING_SEPARATOR
@@ -27,7 +27,9 @@ from kbtui.printable import printable
 from kbtui.reads import ReaderMark, ReaderText
 from kbtui.retrieval.fts_query import STOP_WORDS
 from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.footer import KeysFooter
 from kbtui.tui.widgets.hit_list import TRAIL_SEPARATOR
+from kbtui.tui.widgets.lists import Choices
 from kbtui.tui.widgets.reader_view import ReaderView
 from kbtui.tui.widgets.snippet import query_terms
 
@@ -89,7 +91,7 @@ class JumpScreen(ModalScreen[int | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield OptionList(*[Option(Text(label), id=str(offset)) for offset, label in self.targets])
+            yield Choices(*[Option(Text(label), id=str(offset)) for offset, label in self.targets])
 
     def on_mount(self) -> None:
         self.query_one(Vertical).border_title = "Headings and symbols"
@@ -153,7 +155,12 @@ class ReaderScreen(KbtuiScreen):
         yield Static(Text(self.document_title, style="bold", no_wrap=True, overflow="ellipsis"), id="reader-heading")
         yield ReaderView(id="reader-text")
         yield Static(Text("Loading…"), id="reader-status")
-        yield Footer()
+        yield KeysFooter()
+
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: this document's id and its path (the title the reader shows when it has none)."""
+        path = self.text.source_path if self.text is not None else None
+        return self.document_id, path or self.document_title
 
     def on_mount(self) -> None:
         self.query_one(ReaderView).focus()
@@ -270,7 +277,10 @@ class ReaderScreen(KbtuiScreen):
             else:
                 parts.append("no matches of the query here")
         if self.text is not None:
-            heading = self._heading_at(view.top_offset)
+            # The section of the match being looked at (not of the first line on screen, which
+            # is context above it), else of the top of the view.
+            offset = view.matches[view.current_match][0] if view.current_match is not None else view.top_offset
+            heading = self._heading_at(offset)
             if heading:
                 parts.append(heading)
             if self.text.truncated:

@@ -20,7 +20,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.timer import Timer
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.worker import Worker, WorkerState
 
 from kbtui.node import Node
@@ -29,10 +29,15 @@ from kbtui.retrieval.matching import NONE, RELATED
 from kbtui.retrieval.search import ALL_COLLECTIONS, SearchResponse
 from kbtui.tui.messages import OpenHit, OpenReader, SearchFinished
 from kbtui.tui.screens.base import KbtuiScreen
+from kbtui.tui.widgets.footer import KeysFooter
 from kbtui.tui.widgets.hit_list import HitList, degradation_text, hit_title
 
 if TYPE_CHECKING:
     from kbtui.tui.app import TuiOptions
+
+
+# The list's padding and scrollbar: a hit's lines are cut to what is left.
+HIT_LIST_CHROME = 3
 
 
 class SearchScreen(KbtuiScreen):
@@ -80,7 +85,7 @@ class SearchScreen(KbtuiScreen):
         yield Input(placeholder="Search: type words or a question", id="search-input", compact=True)
         yield Static(id="search-status")
         yield HitList(id="search-results")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#search-input", Input).cursor_blink = self.options.cursor_blink
@@ -95,6 +100,20 @@ class SearchScreen(KbtuiScreen):
         box = self.query_one("#search-input", Input)
         box.focus()
         box.select_all()
+
+    def search_text(self, text: str) -> None:
+        """Search ``text`` as if it had been typed (``:search WORDS``)."""
+        box = self.query_one("#search-input", Input)
+        box.value = text
+        box.cursor_position = len(text)
+
+    def copy_target(self) -> tuple[str, str] | None:
+        """``y``/``Y``: the highlighted hit's document id and source path (or name)."""
+        results = self.query_one(HitList)
+        if self.response is None or results.highlighted is None or not self.response.hits:
+            return None
+        hit = self.response.hits[results.highlighted]
+        return hit.document_id, hit.source_path or self.names.get(hit.document_id) or hit.document_id
 
     @property
     def scope_name(self) -> str:
@@ -181,7 +200,7 @@ class SearchScreen(KbtuiScreen):
         results = self.query_one(HitList)
         results.show(
             response.hits, self.query_text, explain=self.explain, names=self.names,
-            width=results.size.width or self.app.size.width,
+            width=(results.size.width or self.app.size.width) - HIT_LIST_CHROME,
             fusion=response.explain.fusion if response.explain is not None else None,
             show_collection=self.everywhere,
         )

@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
-from textual.widgets import DataTable, Footer, ProgressBar, Static
+from textual.widgets import DataTable, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from kbtui.errors import OPERATOR_ERRORS
@@ -32,6 +32,8 @@ from kbtui.tui.messages import DocumentsChanged, ScanFinished, ScanProgressed
 from kbtui.tui.screens.base import KbtuiScreen
 from kbtui.tui.screens.confirm import ConfirmScreen
 from kbtui.tui.widgets.cells import full_time
+from kbtui.tui.widgets.footer import KeysFooter
+from kbtui.tui.widgets.lists import Table
 from kbtui.tui.widgets.path_input import PathInput
 
 NO_SOURCES = "No sources yet. Type a folder, a file or a Git repository above (Tab completes) and press Enter."
@@ -134,12 +136,12 @@ class SourcesScreen(KbtuiScreen):
             id="sources-heading",
         )
         yield PathInput(placeholder="Add a folder, file or Git repository (Tab completes, Enter adds)", id="sources-add")
-        yield DataTable(id="sources-table", cursor_type="row", zebra_stripes=False)
+        yield Table(id="sources-table", cursor_type="row", zebra_stripes=False)
         yield ProgressBar(id="sources-progress", show_eta=False)
         yield Static(id="sources-summary")
         yield Static("Last scan", id="sources-changes-title")
-        yield DataTable(id="sources-changes", cursor_type="row", show_cursor=False)
-        yield Footer()
+        yield Table(id="sources-changes", cursor_type="row", show_cursor=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one("#sources-table", DataTable)

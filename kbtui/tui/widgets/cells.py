@@ -28,15 +28,32 @@ STATUS_STYLES = {
 BAR_WIDTH = 5
 
 
-def status_cell(status: str, progress: float, reason: str | None, *, bar: bool = True) -> Text:
-    """``Embedding ▰▰▰▱▱`` while in a stage (``bar``), ``Failed extract_timeout`` on failure."""
-    text = Text(status, style=STATUS_STYLES.get(status, ""))
+def status_cell(status: str, progress: float, reason: str | None, *, bar: bool = True, reindexing: bool = False) -> Text:
+    """``Embedding ▰▰▰▱▱`` while in a stage (``bar``), ``Failed extract_timeout`` on failure;
+    ``re-indexing`` (``re-index ▰▰▱▱▱`` in a stage) for a document that still serves its old index."""
+    if reindexing:
+        in_stage = status in (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value)
+        text = Text("re-index" if in_stage and bar else "re-indexing", style="cyan")
+        status = status if in_stage else ""
+    else:
+        text = Text(status, style=STATUS_STYLES.get(status, ""))
     if status == Status.FAILED.value and reason:
         text.append(" " + reason, style="red")
     elif bar and status in (Status.EXTRACTING.value, Status.CHUNKING.value, Status.EMBEDDING.value):
         filled = max(0, min(BAR_WIDTH, math.ceil(progress * BAR_WIDTH)))
         text.append(" " + "▰" * filled + "▱" * (BAR_WIDTH - filled), style="cyan")
     return text
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, the ellipsis in the middle: names
+    that share a long beginning still differ where they end (``report-2024…-03.pdf``)."""
+    if len(text) <= width:
+        return text
+    if width < 8:
+        return text[: max(0, width - 1)] + "…"
+    tail = (width - 1) // 2
+    return text[: width - 1 - tail] + "…" + text[len(text) - tail :]
 
 
 def short_time(at: float, now: float) -> str:

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rich.text import Text
-from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from kbtui.chunking import HEADING_SEPARATOR
 from kbtui.printable import printable
 from kbtui.retrieval.search import Hit
 from kbtui.retrieval.snippets import QueryHighlighter
+from kbtui.tui.widgets.cells import fit
+from kbtui.tui.widgets.lists import Choices
 from kbtui.tui.widgets.snippet import highlighted_snippet
 
 TRAIL_SEPARATOR = " › "
@@ -71,38 +72,49 @@ def explain_text(hit: Hit, fusion: str | None = None) -> Text:
     return Text(f"why: {why} · {how}", style="italic")
 
 
+def meta_line(hit: Hit, width: int, fallback_name: str | None, show_collection: bool) -> str:
+    """Where the hit is from and how it scored, in ``width``: long words give way
+    first, then the source path is cut in its middle; the score and the count of
+    the document's other chunks stay."""
+    source = printable(hit.source_path) or fallback_name or hit.document_id[:12]
+    before = [printable(hit.collection_id)] if show_collection else []
+    after = [f"p.{hit.page}"] if hit.page is not None else []
+    if hit.kind and hit.kind != "prose":
+        after.append(hit.kind)
+    more = hit.more_in_document
+    line = ""
+    for score, more_text in (
+        (f"{hit.score_kind} {hit.score:.4f}", f"+{more} more in this document"),
+        (f"{hit.score_kind} {hit.score:.4f}", f"+{more} more"),
+        (f"{hit.score:.2f}", f"+{more} more"),
+    ):
+        line = " · ".join([*before, source, *after, score, *([more_text] if more else [])])
+        if len(line) <= width:
+            return line
+    return line.replace(source, fit(source, max(8, width - (len(line) - len(source)))), 1)
+
+
 def hit_prompt(
     rank: int, hit: Hit, query: str | QueryHighlighter, *, width: int, explain: bool, fallback_name: str | None,
     fusion: str | None = None, show_collection: bool = False,
 ) -> Text:
-    """The lines one hit takes in the list."""
+    """The lines one hit takes in the list, each cut to ``width`` (never wrapped:
+    a wrapped title or meta line leaves a word alone on the next line)."""
     width = max(20, width)
-    prompt = Text(no_wrap=True, overflow="ellipsis")
-    prompt.append(f"{rank:>2}. ", style="bold")
-    prompt.append(hit_title(hit, fallback_name), style="bold")
-    meta = [printable(hit.collection_id)] if show_collection else []
-    meta.append(printable(hit.source_path) or fallback_name or hit.document_id[:12])
-    if hit.page is not None:
-        meta.append(f"p.{hit.page}")
-    if hit.kind and hit.kind != "prose":
-        meta.append(hit.kind)
-    meta.append(f"{hit.score_kind} {hit.score:.4f}")
-    if hit.more_in_document:
-        # The long form when it fits the line, else the count alone.
-        more = f"+{hit.more_in_document} more in this document"
-        fits = len(" · ".join(meta)) + 3 + len(more) <= width - 4
-        meta.append(more if fits else f"+{hit.more_in_document} more")
-    prompt.append("\n    ")
-    prompt.append(" · ".join(meta), style="dim")
-    prompt.append("\n    ")
-    prompt.append_text(highlighted_snippet(hit.text, query, width - 6))
+    title = Text(f"{rank:>2}. ", style="bold")
+    title.append(hit_title(hit, fallback_name), style="bold")
+    lines = [title, Text("    ") + Text(meta_line(hit, width - 4, fallback_name, show_collection), style="dim"),
+             Text("    ") + highlighted_snippet(hit.text, query, width - 6)]
     if explain:
-        prompt.append("\n    ")
-        prompt.append_text(explain_text(hit, fusion))
+        lines.append(Text("    ") + explain_text(hit, fusion))
+    for line in lines:
+        line.truncate(width, overflow="ellipsis")
+    prompt = Text("\n").join(lines)
+    prompt.no_wrap = True
     return prompt
 
 
-class HitList(OptionList):
+class HitList(Choices):
     """The results; the option id is the hit's index in the response."""
 
     def show(

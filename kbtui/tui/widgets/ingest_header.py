@@ -12,11 +12,14 @@ from textual.containers import Horizontal
 from textual.widgets import Static
 
 from actors.events import AdmissionChanged
-from kbtui.rates import SlidingRate, duration_text, rate_text
+from kbtui.rates import ESTIMATING, SlidingRate, rate_text
 
 SPARKLINE_SAMPLES = 8
 SPARK_BLOCKS = " ▁▂▃▄▅▆▇█"
 THROUGHPUT_WINDOW_S = 30.0
+NARROW_WIDTH = 70
+SUMMARY_PADDING = 2
+SPARKLINE_ROOM = SPARKLINE_SAMPLES + 1  # its width and margin
 
 MODE_LABELS = {
     "starting": ("…", "starting"),
@@ -56,36 +59,70 @@ def clock_text(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-def header_text(view: IngestView, *, wide: bool) -> Text:
-    """One line: ``● node DEFAULT │ queue 39/256 run 8 │ 0.25 doc/s 3.1 chunk/s │ ETA 2:40``
-    (shorter words when not ``wide``, to fit 80 columns beside the sparkline)."""
+def header_text(view: IngestView, *, width: int) -> Text:
+    """One line that fits ``width``: ``● node DEFAULT │ queue 39/256 run 8 │ 0.25 doc/s
+    3.1 ch/s │ ETA 2:40``, in more words when there is room. As the line narrows,
+    words go first, then the chunk rate, then the collection's name is cut:
+    the queue, the document rate and the ETA stay."""
+    variants = _header_variants(view)
+    for parts in variants:
+        if sum(len(text) for text, _ in parts) <= width:
+            return _assemble(parts)
+    parts = variants[-1]
+    # The barest form still does not fit: cut the collection's name (the second part).
+    others = sum(len(text) for index, (text, _) in enumerate(parts) if index != 1)
+    room = max(3, width - others)
+    name = parts[1][0]
+    cut = name if len(name) <= room else name[: max(1, room - 1)] + "…"
+    return _assemble([parts[0], (cut, parts[1][1]), *parts[2:]])
+
+
+def _assemble(parts: list[tuple[str, str]]) -> Text:
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for words, style in parts:
+        text.append(words, style=style)
+    return text
+
+
+def _header_variants(view: IngestView) -> list[list[tuple[str, str]]]:
+    """The header's forms, from the widest to the barest; each is (text, style) parts,
+    the collection's name always the second."""
     mark, label = MODE_LABELS.get(view.mode, ("?", view.mode))
     queue = view.queue
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"{mark} {label} ", style="bold")
-    text.append(view.collection_id, style="bold")
-    text.append(" │ ")
+    paused = f" · paused {queue.paused_for_s:.0f}s" if queue is not None and queue.paused_for_s > 0 else ""
     if queue is None:
-        text.append("added documents wait as Pending" if view.mode == "viewer" else "queue –", style="dim")
+        long_queue = short_queue = bare_queue = "queue –"
+        if view.mode == "viewer":
+            long_queue, short_queue, bare_queue = "added documents wait as Pending", "adds wait as Pending", "adds wait"
+        wide_queue = long_queue
     else:
-        if wide:
-            text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} · in flight {queue.in_flight}")
-            text.append(f" │ accepted {queue.accepted} · rejected {queue.rejected}")
-        else:
-            text.append(f"queue {queue.queue_depth}/{queue.queue_capacity} run {queue.in_flight}")
-        if queue.paused_for_s > 0:
-            text.append(f" · paused {queue.paused_for_s:.0f}s", style="bold")
-    if view.mode == "viewer":
-        return text
+        depth = f"{queue.queue_depth}/{queue.queue_capacity}"
+        wide_queue = (f"queue {depth} · in flight {queue.in_flight} · {queue.accepted} accepted, "
+                      f"{queue.rejected} rejected{paused}")
+        long_queue = f"queue {depth} run {queue.in_flight}{paused}"
+        short_queue = bare_queue = f"{depth} run {queue.in_flight}{paused}"
     docs, chunks = rate_text(view.documents_per_s), rate_text(view.chunks_per_s)
-    narrow = f" │ {docs.replace('/', ' doc/')} {chunks.replace('/', ' ch/')}"
-    text.append(f" │ documents {docs} · chunks {chunks}" if wide else narrow)
-    if view.ocr_pages_per_min:
-        text.append(f" · OCR {view.ocr_pages_per_min} pages/min" if wide else f" ocr {view.ocr_pages_per_min}/min")
-    if view.waiting:
-        eta = duration_text(view.eta_s) if wide else clock_text(view.eta_s)
-        text.append(f" │ ETA {eta}", style="bold")
-    return text
+    if view.mode == "viewer":
+        rates_long = rates_bare = ""
+    else:
+        rates_long = f" │ {docs.replace('/', ' doc/')} {chunks.replace('/', ' ch/')}"
+        if view.ocr_pages_per_min:  # OCR is slow on a CPU: its own rate while it runs
+            rates_long += f" ocr {view.ocr_pages_per_min}/min"
+        rates_bare = f" │ {docs.replace('/', ' doc/')}"
+    eta_short = ""
+    if view.waiting and view.mode != "viewer":
+        eta_short = f" │ ETA {ESTIMATING if view.eta_s is None else clock_text(view.eta_s)}"
+    collection = view.collection_id
+
+    def form(head: str, queue_words: str, rates: str, eta: str) -> list[tuple[str, str]]:
+        return [(head, "bold"), (collection, "bold"), (f" │ {queue_words}", ""), (rates, ""), (eta, "bold")]
+
+    return [
+        form(f"{mark} {label} ", wide_queue, rates_long, eta_short),
+        form(f"{mark} {label} ", long_queue, rates_long, eta_short),
+        form(f"{mark} ", short_queue, rates_long, eta_short),
+        form(f"{mark} ", bare_queue, rates_bare, eta_short),
+    ]
 
 
 def spark_text(depths: list[float], scale: float) -> str:
@@ -108,6 +145,7 @@ class IngestHeader(Horizontal):
     IngestHeader { height: 1; background: $panel; }
     IngestHeader #ingest-summary { width: 1fr; height: 1; padding: 0 1; }
     IngestHeader #queue-sparkline { width: 8; height: 1; margin-right: 1; color: $accent; }
+    IngestHeader.-narrow #queue-sparkline { display: none; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -122,8 +160,12 @@ class IngestHeader(Horizontal):
 
     def show(self, view: IngestView) -> None:
         self._shown = view
-        wide = self.size.width >= 110
-        self.query_one("#ingest-summary", Static).update(header_text(view, wide=wide))
+        # Below 70 columns the sparkline gives its room to the words.
+        width = self.size.width or self.app.size.width
+        narrow = width < NARROW_WIDTH
+        self.set_class(narrow, "-narrow")
+        room = width - SUMMARY_PADDING - (0 if narrow else SPARKLINE_ROOM)
+        self.query_one("#ingest-summary", Static).update(header_text(view, width=room))
 
     def on_resize(self) -> None:
         # The wording depends on the width: say it again once the width is known or changes.

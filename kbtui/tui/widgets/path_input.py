@@ -66,7 +66,12 @@ class PathInput(Input):
         super().__init__(value, placeholder=placeholder, suggester=PathSuggester(), id=id)
 
     def action_complete(self) -> None:
-        if self.cursor_at_end and self._suggestion and self._suggestion != self.value:
-            self.action_cursor_right()
+        # Completed from what is typed now, not from the last suggestion shown:
+        # that one may answer an older value (it is read in a thread) and would
+        # drop the characters typed since.
+        completed = complete_path(self.value) if self.cursor_at_end else None
+        if completed is not None:
+            self.value = completed
+            self.cursor_position = len(completed)
         else:
             self.screen.focus_next()

@@ -14,10 +14,12 @@ import bisect
 import re
 import unicodedata
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.cells import get_character_cell_size
 from rich.style import Style
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -88,6 +90,13 @@ def _fit(text: str, start: int, end: int, width: int) -> int:
 
 class ReaderView(ScrollView, can_focus=True):
     """The text, its query matches highlighted (the current one stands out), heading lines bold."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "scroll_down", "Down", show=False),
+        Binding("k", "scroll_up", "Up", show=False),
+        Binding("ctrl+d,space", "page_down", "Page down", show=False),
+        Binding("ctrl+u", "page_up", "Page up", show=False),
+    ]
 
     DEFAULT_CSS = """
     ReaderView { height: 1fr; padding: 0 1; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
