@@ -13,10 +13,13 @@ from kbtui.chunking import ChunkSettings
 from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits
+from kbtui.loopback import is_loopback_url
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
+# Where document text and queries go: on this machine unless allow_cloud_model_access.
+MODEL_ENDPOINT_SETTINGS = ("ollama_host", "chat_host", "reranker_url")
 # auto: file events where the filesystem delivers them, else a periodic scan.
 SOURCE_WATCH_MODES = ("auto", "polling", "off")
 
@@ -97,11 +100,20 @@ class Config:
     chat_model: str = setting("llama3.2")
     chat_host: str = setting("")  # empty: ollama_host
     chat_timeout_s: float = setting(120.0, minimum=0.001, maximum=DAY_S)
-    # The knowledge tools are offered only to node-local models unless this is true.
+    # Every model endpoint (embedder, reranker, chat) must be on loopback, and
+    # the knowledge tools are offered only to node-local models, unless this is true.
     allow_cloud_model_access: bool = setting(False)
 
     def __post_init__(self) -> None:
         validate_settings(self)
+        if not self.allow_cloud_model_access:
+            for key in MODEL_ENDPOINT_SETTINGS:
+                url = getattr(self, key)
+                if url and not is_loopback_url(url):
+                    raise InvalidSetting(
+                        f"{CONFIG_FILE_NAME}: {key} must be on this machine (a loopback address or localhost); "
+                        "set allow_cloud_model_access = true to send document text to another host"
+                    )
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:

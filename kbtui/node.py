@@ -736,4 +736,5 @@ def build_embedder(config: Config) -> EmbeddingProvider:
         query_timeout_s=config.embedding_query_timeout_s,
         connect_timeout_s=config.embedding_connect_timeout_s,
         identity_ttl_s=config.embedding_identity_ttl_s,
+        local_only=not config.allow_cloud_model_access,
     )
