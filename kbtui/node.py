@@ -66,7 +66,7 @@ from store.ann import VectorIndexes
 from store.chunks import ChunkRecord
 from store.datadir import can_write
 from store.db import thread_connection
-from store.doctor import PROBLEM, Examination, examination_json, examine
+from store.doctor import PROBLEM, Examination, Progress, examination_json, examine
 from store.models import Document, Status
 from store.node_lock import node_running
 from store.sources import RegisteredSource
@@ -712,10 +712,11 @@ def preview_unregistered(
     return preview_path(spec, collection_id, scan_limits(config), home=config.home, include_sensitive=include_sensitive)
 
 
-def examine_data_directory(home: Path) -> Examination:
+def examine_data_directory(home: Path, *, quick: bool = False, progress: Progress | None = None) -> Examination:
     """What ``kbtui doctor`` reports: the data directory checked (catalog, key,
-    modes, sources, vector indexes) without opening a node or changing anything."""
-    return examine(home)
+    modes, sources, vector indexes) without opening a node or changing anything.
+    Every encrypted source is authenticated unless ``quick``."""
+    return examine(home, quick=quick, progress=progress)
 
 
 __all__ = [

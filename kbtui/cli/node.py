@@ -6,15 +6,17 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
 
 import click
+from rich.console import Console
 
 from actors.events import DocumentReleased, DocumentStatusChanged
 from kbtui.api.transport import NodeUnavailable
-from kbtui.cli.common import cli, log, open_node, shown, stdout
+from kbtui.cli.common import advance, cli, log, open_node, shown, stdout
 from kbtui.logs import configure_logging
 from kbtui.node import PROBLEM, examination_json, examine_data_directory
 from kbtui.reasons import INTERRUPTED
@@ -138,16 +140,32 @@ _SEVERITY_LABEL = {
 }
 
 
+_SOURCE_PROBLEM = {
+    "missing": "missing", "bad_header": "damaged header", "failed_authentication": "fails authentication",
+    "unreadable": "cannot be read", "other_bytes": "other bytes than the catalog recorded",
+}
+
+
 @cli.command()
+@click.option("--quick", is_flag=True, help="Only check that each source is there with a blob header (no decryption).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.pass_context
-def doctor(ctx: click.Context, as_json: bool) -> int:
+def doctor(ctx: click.Context, quick: bool, as_json: bool) -> int:
     """Check the data directory: catalog, key, permissions, sources, vector index.
 
-    Says what is wrong and what to do; changes nothing. Exits 0 when the
-    directory is healthy, 3 when it has a problem that must be fixed first.
+    Decrypts and authenticates every encrypted source (--quick: only checks
+    that each is there). Says what is wrong and what to do; changes nothing.
+    Exits 0 when the directory is healthy, 3 when it has a problem that must
+    be fixed first (a damaged source included).
     """
-    found = examine_data_directory(ctx.obj.home)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("[bold]authenticating sources"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), disable=quick or not sys.stderr.isatty(), transient=True,
+    ) as progress:
+        task = progress.add_task("authenticating", total=None)
+        found = examine_data_directory(ctx.obj.home, quick=quick, progress=advance(progress, task))
     if as_json:
         click.echo(json.dumps(examination_json(found), indent=2))
     else:
@@ -157,6 +175,13 @@ def doctor(ctx: click.Context, as_json: bool) -> int:
             if finding.action:
                 line += f" [dim]→ {shown(finding.action)}[/]"
             stdout.print(line)
+        if found.damaged:
+            stdout.print("documents whose source is damaged:")
+        for damaged in found.damaged:
+            stdout.print(
+                f"  {shown(damaged.name)} [dim]· {damaged.document_id[:12]}[/] "
+                f"{_SOURCE_PROBLEM.get(damaged.problem, damaged.problem)}"
+            )
         problems = sum(1 for f in found.findings if f.severity == PROBLEM)
         stdout.print("healthy" if found.healthy else f"{problems} problem(s): fix them before using this data directory")
     return 0 if found.healthy else 3
