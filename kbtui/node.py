@@ -10,6 +10,7 @@ read model (:mod:`kbtui.reads`), a report, or a plain value.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -28,7 +29,7 @@ from actors.status_writer import published_admission, read_node_status
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import OPERATOR_ERRORS, KbtuiError, NotFound
+from kbtui.errors import OPERATOR_ERRORS, BlobCorrupt, KbtuiError, NotFound
 from kbtui.extract import SNIFF_BYTES, detect_format
 from kbtui.follow import FollowResult, follow_documents
 from kbtui.reads import (
@@ -467,8 +468,21 @@ class Node:
 
     @_connected
     def detail(self, document_id: str) -> DocumentDetail | None:
-        """Row, versions, history, sections and chunks of one document (None if gone)."""
-        return load_document_detail(self.names, document_id)
+        """Row, versions, history, sections and chunks of one document (None if
+        gone), and whether its encrypted source still authenticates."""
+        detail = load_document_detail(self.names, document_id)
+        if detail is None:
+            return None
+        return dataclasses.replace(detail, source_problem=self._source_problem(document_id))
+
+    def _source_problem(self, document_id: str) -> str | None:
+        try:
+            self.store.blobs.verify(document_id)  # streamed: one segment in memory
+        except BlobCorrupt:
+            return "source_damaged"
+        except OSError:
+            return "source_unreadable"
+        return None
 
     @_connected
     def document_text(self, document_id: str, collection_id: str, max_chars: int) -> DocumentText | None:

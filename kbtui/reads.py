@@ -224,6 +224,8 @@ class DocumentDetail:
     history: tuple[HistoryEntry, ...]
     sections: tuple[SectionEntry, ...]
     chunks: tuple[ChunkEntry, ...]
+    # Why its encrypted source cannot serve a re-index (a reason code), or None: it authenticates.
+    source_problem: str | None = None
 
     @property
     def document_id(self) -> str:

@@ -33,6 +33,11 @@ REASONS: dict[str, str] = {
     "embedding_model_missing": "the local embedding model is not installed (run make setup)",
     "vector_dim_mismatch": "the model's vectors have another width than the index; re-index everything",
     "vector_not_finite": "the model returned invalid numbers for this document",
+    "source_damaged": (
+        "the encrypted source is missing or fails authentication (damaged, truncated or another document's): "
+        "the index keeps serving, but it cannot be re-indexed; restore blobs/ from a backup or add the file again"
+    ),
+    "source_unreadable": "the encrypted source cannot be read (permissions?); kbtui doctor says more",
     "storage_full": "the disk was full; it is retried when space returns",
     "storage_error": "the outcome could not be recorded; it is retried",
 }

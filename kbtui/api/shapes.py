@@ -80,6 +80,7 @@ def detail_json(detail: DocumentDetail) -> JSON:
             for s in detail.sections
         ],
         "chunks": [_chunk_entry_json(c) for c in detail.chunks],
+        "source_problem": detail.source_problem,
     }
 
 
@@ -109,6 +110,7 @@ def document_detail(data: JSON) -> DocumentDetail:
                        c["end_offset"], c["token_estimate"], c["preview"])
             for c in data["chunks"]
         ),
+        source_problem=data.get("source_problem"),
     )
 
 

@@ -247,6 +247,7 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
         payload["interrupted"] = is_interrupted(detail.row.status, running)
         payload["history"] = [{"status": h.status, "reason": h.reason, "at": h.at} for h in detail.history]
         payload["sections"] = [{"heading_path": s.heading_path, "page": s.page} for s in detail.sections]
+        payload["source_problem"] = detail.source_problem
         click.echo(json.dumps(payload, indent=2))
         return 0
     if match.matched_by != "id":
@@ -266,6 +267,9 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
         stdout.print(f"[bold]{key:>16}[/] {text}")
         if key == "failure_reason" and isinstance(value, str) and value:
             stdout.print(f"{'':>16} [dim]{escape(explain_reason(value))}[/]")
+    if detail.source_problem:
+        stdout.print(f"[bold]{'source':>16}[/] [bold red]{detail.source_problem}[/]")
+        stdout.print(f"{'':>16} [dim]{escape(explain_reason(detail.source_problem))}[/]")
     stdout.print("\n[bold]history[/]")
     for h in detail.history:
         reason = f" {h.reason}" if h.reason else ""

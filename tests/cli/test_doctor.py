@@ -189,3 +189,7 @@ def test_doctor_authenticates_every_source_and_names_the_damaged_documents(home,
     named = [line for line in text.stdout.splitlines() if "fails authentication" in line and "·" in line]
     assert [line.split()[0] for line in named] == ["flipped.md", "swapped-a.md", "swapped-b.md", "truncated.md"]
     assert snapshot(home) == before
+
+    shown = kbtui(home, "show", "swapped-a.md")
+    assert shown.returncode == 0 and "source_damaged" in shown.stdout and "cannot be re-indexed" in shown.stdout
+    assert json.loads(kbtui(home, "show", "note-0001.md", "--json").stdout)["source_problem"] is None

@@ -38,6 +38,9 @@ def metadata_text(detail: DocumentDetail) -> Text:
     if row.source_path:
         text.append("source    ", style="dim")
         text.append(printable(row.source_path) + "\n")
+    if detail.source_problem:
+        text.append("damaged   ", style="dim")
+        text.append(f"{explain_reason(detail.source_problem)}\n", style="red")
     text.append("times     ", style="dim")
     text.append(f"added {full_time(row.created_at)} · indexed {full_time(row.indexed_at)}\n")
     text.append("index     ", style="dim")
