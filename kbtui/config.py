@@ -16,6 +16,7 @@ from kbtui.extract.limits import ExtractionLimits
 from kbtui.loopback import is_loopback_url
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
+from store.files import Refusal, SourceRefused, open_source
 
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
 # Where document text and queries go: on this machine unless allow_cloud_model_access.
@@ -33,6 +34,12 @@ def kbtui_home() -> Path:
 
     return platformdirs.user_data_path("kbtui", appauthor=False)
 
+
+# config.toml is read like a document: a regular file (a FIFO never blocks, a
+# device is refused), at most this many bytes, and no deeper than this many
+# nested tables or arrays (the settings need two; TOML's parser recurses).
+CONFIG_MAX_BYTES = 1 << 20
+CONFIG_MAX_DEPTH = 8
 
 HOUR_S = 3600.0
 DAY_S = 86_400.0
@@ -120,19 +127,54 @@ class Config:
         """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
         value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
-        values: dict[str, Any] = {}
-        path = home / CONFIG_FILE_NAME
-        if path.exists():
-            try:
-                values = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
+        values = read_config_file(home / CONFIG_FILE_NAME)
         chunking = ChunkSettings(**_known(ChunkSettings, _table(values, "chunking")))
         extraction = ExtractionLimits(**_known(ExtractionLimits, _table(values, "extraction")))
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
         return cls(home=home, chunking=chunking, extraction=extraction, **_known(cls, values))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The values in ``config.toml`` (none when there is no file), read like a
+    document: a symlink is followed, but what is opened must be a regular file
+    of at most :data:`CONFIG_MAX_BYTES`, read without ever blocking, and its
+    values nested at most :data:`CONFIG_MAX_DEPTH` deep; anything else is one
+    line (:class:`KbtuiError`, exit 2)."""
+    try:
+        with open_source(os.path.realpath(path), max_bytes=CONFIG_MAX_BYTES) as opened:
+            data = opened.read()
+            opened.finish()
+    except SourceRefused as refused:
+        if refused.reason is Refusal.VANISHED:
+            return {}
+        if refused.reason is Refusal.TOO_LARGE:
+            raise KbtuiError(f"{CONFIG_FILE_NAME} is larger than {CONFIG_MAX_BYTES // 1024} KiB") from None
+        raise KbtuiError(f"{CONFIG_FILE_NAME} cannot be read: {refused.reason.explanation}") from None
+    try:
+        values = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
+    except RecursionError:
+        values = None
+    if values is None or _depth(values) > CONFIG_MAX_DEPTH:
+        raise KbtuiError(f"{CONFIG_FILE_NAME} nests tables or arrays more than {CONFIG_MAX_DEPTH} deep")
+    return values
+
+
+def _depth(value: object) -> int:
+    """How deep tables and arrays nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        current, level = pending.pop()
+        children = current.values() if isinstance(current, dict) else current if isinstance(current, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level <= CONFIG_MAX_DEPTH:  # deeper than the bound is enough to know
+            pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _table(values: dict[str, Any], name: str) -> dict[str, Any]:
