@@ -14,6 +14,7 @@ from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits
 from kbtui.loopback import is_loopback_url
+from kbtui.nesting import nesting_depth
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 from store.files import Refusal, SourceRefused, open_source
@@ -158,23 +159,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
     except RecursionError:
         values = None
-    if values is None or _depth(values) > CONFIG_MAX_DEPTH:
+    if values is None or nesting_depth(values, limit=CONFIG_MAX_DEPTH) > CONFIG_MAX_DEPTH:
         raise KbtuiError(f"{CONFIG_FILE_NAME} nests tables or arrays more than {CONFIG_MAX_DEPTH} deep")
     return values
-
-
-def _depth(value: object) -> int:
-    """How deep tables and arrays nest in ``value`` (a scalar: 0), without recursion."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        current, level = pending.pop()
-        children = current.values() if isinstance(current, dict) else current if isinstance(current, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, level)
-        if level <= CONFIG_MAX_DEPTH:  # deeper than the bound is enough to know
-            pending.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _table(values: dict[str, Any], name: str) -> dict[str, Any]:

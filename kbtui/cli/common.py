@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.console import Console
@@ -26,6 +27,17 @@ if TYPE_CHECKING:
 
 stdout = Console(highlight=False, soft_wrap=False)
 log = logging.getLogger("kbtui.cli")
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A number in a range; NaN and the infinities are refused (NaN compares
+    false with any bound, so click's own range lets it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class Commands(click.Group):

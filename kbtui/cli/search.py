@@ -15,7 +15,7 @@ import click
 from rich.markup import escape
 
 from kbtui.api.shapes import explain_json, hit_json
-from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
+from kbtui.cli.common import FiniteFloatRange, cli, existing_collection, open_node, shown, stdout
 from kbtui.collections import canonical_collection_id
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.results import ALL_COLLECTIONS, EXACT, NONE, RELATED, Hit, MatchSignal
@@ -51,7 +51,7 @@ MATCH_NOTICES = {
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
 @click.option("-d", "--document", "document", help="Only this document (id or prefix).")
 @click.option("--chunks", is_flag=True, help="Every matching chunk (default: each document's best chunk).")
-@click.option("--min-score", "min_score", type=click.FloatRange(0.0, 1.0), default=None,
+@click.option("--min-score", "min_score", type=FiniteFloatRange(0.0, 1.0), default=None,
               help="Only hits at least this relevant (0..1: similarity in meaning, or share of the query's words).")
 @click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
 @click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
