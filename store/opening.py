@@ -56,6 +56,8 @@ class Store:
         try:
             if not self.db.is_closed() and not self.read_only:
                 self.db.execute_sql("PRAGMA optimize")
+        except OperationalError:
+            pass  # only statistics: a full disk or a lock must not fail a close (nor hide why a command failed)
         finally:
             self.db.close()
 

@@ -306,7 +306,8 @@ def _admit_all(pipeline: Pipeline, document_ids: list[str]) -> ApiError | None:
         result = pipeline.admit(document_id)
         if isinstance(result, Busy):
             return ApiError(
-                "busy", "the admission queue is full: the documents are stored and wait as Pending; retry later",
+                "busy", "the admission queue is full: the documents are stored as Pending and the node indexes "
+                "them as the queue frees up (nothing to send again)",
                 {"retry_after_s": result.retry_after_s},
             )
         if isinstance(result, NotAdmitting):
