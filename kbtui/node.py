@@ -95,11 +95,12 @@ def _connected(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
 @dataclass(frozen=True)
 class ReindexReport:
-    """Documents queued again, and those left alone because their encrypted
-    source is damaged (id and a content-free reason)."""
+    """Documents queued again, those left alone because their encrypted
+    source is damaged (id and a content-free reason), and ids of no document."""
 
     queued: tuple[str, ...]
     damaged: tuple[tuple[str, str], ...]
+    not_found: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -388,13 +389,20 @@ class Node:
         ``collection_id`` when given). They keep serving until the new index commits.
 
         A document whose encrypted source fails authentication is left alone
-        (it could only fail again, and its current index would be lost) and reported.
+        (it could only fail again, and its current index would be lost) and
+        reported; an id of no document is reported as not found.
         """
         if document_ids is None:
-            document_ids = [row.document_id for row in load_document_rows(self.names, collection_id)]
+            wanted = [row.document_id for row in load_document_rows(self.names, collection_id)]
+            existing = set(wanted)
+        else:
+            wanted = list(dict.fromkeys(document_ids))
+            existing = {row.document_id for row in load_document_rows(self.names, None, document_ids=wanted)}
         queued: list[str] = []
         damaged: list[tuple[str, str]] = []
-        for document_id in dict.fromkeys(document_ids):
+        for document_id in wanted:
+            if document_id not in existing:
+                continue
             try:
                 self.store.blobs.verify(document_id)
             except OPERATOR_ERRORS as problem:
@@ -402,7 +410,8 @@ class Node:
                 continue
             queued.append(document_id)
         catalog.mark_pending(queued)
-        return ReindexReport(tuple(queued), tuple(damaged))
+        not_found = tuple(d for d in wanted if d not in existing)
+        return ReindexReport(tuple(queued), tuple(damaged), not_found)
 
     # ------------------------------------------------------------ reading
 
@@ -559,7 +568,10 @@ class Node:
     ) -> SearchResponse:
         """Search one collection, or every one (``ALL_COLLECTIONS``): chunk hits,
         or with ``per_document`` each document's best chunk (and how many more
-        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped."""
+        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped.
+        An empty ``document_id`` is refused: it must never mean "every document"."""
+        if document_id is not None and not document_id.strip():
+            raise KbtuiError("document_id: an empty document id (give one, or none to search every document)")
         return self.searcher.search(
             SearchRequest(
                 query=query, collection_id=collection_id, limit=limit or self.config.search_limit,

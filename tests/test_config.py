@@ -114,7 +114,8 @@ def place_deep_tables(path):
         (place_fifo, "config.toml cannot be read: it is not a regular file"),
         (place_dev_zero, "config.toml cannot be read: it is not a regular file"),
         (place_directory, "config.toml cannot be read: it is not a regular file"),
-        (place_proc_file, "config.toml cannot be read: it changed while being read, or does not report its true size"),
+        (place_proc_file, "config.toml cannot be read: it is a kernel pseudo-file (as in /proc) that does not report "
+                          "its size"),
         (place_large_file, "config.toml is larger than 1024 KiB"),
         (place_deep_array, "config.toml nests tables or arrays more than 8 deep"),
         (place_deep_tables, "config.toml nests tables or arrays more than 8 deep"),

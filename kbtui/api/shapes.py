@@ -156,13 +156,17 @@ def reindex_json(report: ReindexReport) -> JSON:
     return {
         "queued": list(report.queued),
         "damaged": [{"document_id": d, "reason": reason} for d, reason in report.damaged],
+        "not_found": list(report.not_found),
     }
 
 
 def reindex_report(data: JSON) -> ReindexReport:
     from kbtui.node import ReindexReport
 
-    return ReindexReport(tuple(data["queued"]), tuple((d["document_id"], d["reason"]) for d in data["damaged"]))
+    return ReindexReport(
+        tuple(data["queued"]), tuple((d["document_id"], d["reason"]) for d in data["damaged"]),
+        tuple(data.get("not_found", ())),
+    )
 
 
 def status_json(status: NodeStatus) -> JSON:

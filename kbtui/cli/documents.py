@@ -311,8 +311,11 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
     report = node.reindex(targets)
     for document_id, problem in report.damaged:
         click.echo(f"kbtui: document {document_id}: {problem}; its index is kept as it was", err=True)
+    for document_id in report.not_found:
+        click.echo(f"kbtui: document {document_id}: not found (removed meanwhile?)", err=True)
     ids = list(report.queued)
     result = None if no_wait or not ids else node.index_and_follow(ids)
     damaged = f", {len(report.damaged)} left alone (damaged source)" if report.damaged else ""
-    stdout.print(_outcome_line(len(ids), result) + damaged)
-    return 1 if report.damaged else _exit_code(result)
+    gone = f", {len(report.not_found)} not found" if report.not_found else ""
+    stdout.print(_outcome_line(len(ids), result) + damaged + gone)
+    return 1 if report.damaged or report.not_found else _exit_code(result)

@@ -17,6 +17,7 @@ from rich.markup import escape
 from kbtui.api.shapes import explain_json, hit_json
 from kbtui.cli.common import FiniteFloatRange, cli, existing_collection, open_node, shown, stdout
 from kbtui.collections import canonical_collection_id
+from kbtui.errors import KbtuiError
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.results import ALL_COLLECTIONS, EXACT, NONE, RELATED, Hit, MatchSignal
 from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
@@ -62,15 +63,17 @@ def search(
     chunks: bool, min_score: float | None, neighbors: bool, explain: bool, as_json: bool,
 ) -> int:
     """Hybrid search (BM25 + vectors, fused; optionally reranked)."""
+    if document is not None and not document.strip():
+        raise KbtuiError("--document: an empty reference; give a document's name, id or id prefix")
     node = open_node(ctx, read_only=True)
     everywhere = collection is not None and collection.strip().lower() == "all"
     if everywhere:
-        if document:
+        if document is not None:
             raise click.UsageError("--document needs a collection, not 'all'")
         collection_id = ALL_COLLECTIONS
     else:
         collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
-    document_id = node.find_document(document, collection_id).document_id if document else None
+    document_id = node.find_document(document, collection_id).document_id if document is not None else None
     response = node.search(
         query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors,
         per_document=not chunks, min_relevance=min_score,

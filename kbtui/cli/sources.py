@@ -37,6 +37,7 @@ _EXPLANATIONS = {
                           "--include-sensitive adds such files",
     SkipReason.GENERATED: "it is inside a generated directory (build output, dependencies, caches)",
     SkipReason.UNSUPPORTED_FORMAT: "its format is not supported",
+    SkipReason.PSEUDO_FILE: "it is a kernel pseudo-file (as in /proc) that does not report its size",
     SkipReason.UNSAFE_NAME: "its name cannot be used safely",
     SkipReason.NAME_COLLISION: "another file has the same name once normalised",
     SkipReason.SYMLINK: "it is a symbolic link",
