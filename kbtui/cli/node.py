@@ -27,7 +27,7 @@ from kbtui.reasons import INTERRUPTED
               help="Also serve the API on this loopback TCP address, with the token in $KBTUI_HOME/api.token.")
 @click.pass_context
 def serve(ctx: click.Context, listen: str | None) -> int:
-    """Run the node headless until SIGINT/SIGTERM: index queued documents,
+    """Run the node headless until SIGINT, SIGTERM or SIGHUP: index queued documents,
     keep the sources in sync (rescanned at start, then watched) and serve
     the local API (on the socket api.sock in the data directory)."""
     from kbtui.api.server import ApiServer, parse_listen
@@ -39,13 +39,14 @@ def serve(ctx: click.Context, listen: str | None) -> int:
         file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
     )
     stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: an SSH disconnect sends it, and it must drain, not kill.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.set())
     api = ApiServer(node, listen=listen_at)
     try:
         with node.pipeline(listeners=[api.relay], watch=True) as runtime:
             api.start(runtime)
-            log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+            log.info("node running (pid %d); stop with Ctrl-C, SIGTERM or SIGHUP", os.getpid())
             while not stopping.wait(SERVE_REPORT_INTERVAL_S):
                 state = runtime.state()
                 counts = node.status().counts
