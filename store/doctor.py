@@ -163,7 +163,7 @@ def _check_key_and_catalog(found: Examination, home: Path, facts: DirectoryFacts
         return None
     found.add(OK, "node key", "present, owner-only, and the one this directory was written with")
     try:
-        refuse_foreign_catalog(facts)
+        refuse_foreign_catalog(facts, key)
     except CatalogProblem as exc:
         found.add(PROBLEM, "catalog", _without_hint(exc.message))
         return None
