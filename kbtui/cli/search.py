@@ -200,12 +200,12 @@ def eval_command(
     chunk, and reports lexical-only, vector-only and hybrid search.
     """
     import dataclasses
-    import tempfile
 
     from rich.table import Table
 
     from kbtui.node import Node
     from kbtui.retrieval.eval import load_beir, run_beir
+    from kbtui.retrieval.eval_homes import temporary_eval_home
 
     collection = load_beir(Path(beir_dir))
     chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
@@ -216,7 +216,7 @@ def eval_command(
         # The temporary knowledge base holds a key and the corpus's text: it must
         # go on SIGTERM too, not only on Ctrl-C (entered first, so it is left last).
         stack.enter_context(_terminate_as_interrupt())
-        home = eval_home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbtui-eval-home-")))
+        home = eval_home or stack.enter_context(temporary_eval_home())
         config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
         node = Node.open(config)
         try:
