@@ -20,7 +20,7 @@ from kbtui.cli.sources import (
     preview,
     print_scan,
     report_troubles,
-    saying_what_was_stored,
+    storage_failure,
 )
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
@@ -69,47 +69,51 @@ def add(
         return preview(ctx, targets, collection_id, include_sensitive=include_sensitive, as_json=as_json,
                        list_files=list_files)
     node = open_node(ctx)
-    with saying_what_was_stored(node):
-        outcomes: list[tuple[SourceTarget, SourceSync]] = []
-        refused = 0
-        for target in targets:
-            if target.kind == "file":
-                plan = node.preview_source(target.path, collection_id, include_sensitive=include_sensitive)
-                if plan.skipped and not (plan.added.count or plan.updated.count or plan.unchanged.count or plan.renamed.count):
-                    reason = next(iter(plan.skipped))
-                    click.echo(f"kbtui: {printable(target.shown)}: not added, {explain_skip(reason)}", err=True)
-                    refused += 1
-                    continue
+    started = time.time()
+    outcomes: list[tuple[SourceTarget, SourceSync]] = []
+    refused = 0
+    for target in targets:
+        if target.kind == "file":
+            plan = node.preview_source(target.path, collection_id, include_sensitive=include_sensitive)
+            if plan.skipped and not (plan.added.count or plan.updated.count or plan.unchanged.count or plan.renamed.count):
+                reason = next(iter(plan.skipped))
+                click.echo(f"kbtui: {printable(target.shown)}: not added, {explain_skip(reason)}", err=True)
+                refused += 1
+                continue
+        try:
             with progress_bar(disable=as_json) as progress:
                 task = progress.add_task("scanning", total=None)
                 synced = node.add_source(
                     target.path, collection_id, name=name, include_sensitive=include_sensitive,
                     on_progress=advance(progress, task),
                 )
-            outcomes.append((target, synced))
-            refused += report_troubles(synced.report, target)
-        ids = list(dict.fromkeys(d for _, synced in outcomes for d in synced.report.pending_document_ids))
-        result = None if no_wait or not ids else node.index_and_follow(ids, show_progress=False if as_json else None)
-        touched = {
-            f.document_id: f.outcome for _, synced in outcomes for f in synced.report.files
-            if f.document_id and f.outcome in ("added", "updated", "renamed", "unchanged")
-        }
-        rows = {row.document_id: row for row in node.documents(document_ids=list(touched))}
-        if as_json:
-            click.echo(json.dumps([
-                {**document_json(row), "created": touched[document_id] == "added", "outcome": touched[document_id]}
-                for document_id, row in rows.items()
-            ], indent=2))
-        else:
-            changed = [rows[d] for d in ids if d in rows]
-            if changed:
-                _print_documents(changed, node_running=True)
-            for _, synced in outcomes:
-                print_scan(synced.row.source.name, synced.report, list_files=list_files)
-            if ids:
-                stdout.print(_outcome_line(len(ids), result))
-        incomplete = any(not synced.report.completed for _, synced in outcomes)
-        return 1 if refused or incomplete else _exit_code(result)
+        except Exception as failure:  # a full disk says what was stored; the rest goes on up
+            storage_failure(failure, node, since=started)
+            raise
+        outcomes.append((target, synced))
+        refused += report_troubles(synced.report, target)
+    ids = list(dict.fromkeys(d for _, synced in outcomes for d in synced.report.pending_document_ids))
+    result = None if no_wait or not ids else node.index_and_follow(ids, show_progress=False if as_json else None)
+    touched = {
+        f.document_id: f.outcome for _, synced in outcomes for f in synced.report.files
+        if f.document_id and f.outcome in ("added", "updated", "renamed", "unchanged")
+    }
+    rows = {row.document_id: row for row in node.documents(document_ids=list(touched))}
+    if as_json:
+        click.echo(json.dumps([
+            {**document_json(row), "created": touched[document_id] == "added", "outcome": touched[document_id]}
+            for document_id, row in rows.items()
+        ], indent=2))
+    else:
+        changed = [rows[d] for d in ids if d in rows]
+        if changed:
+            _print_documents(changed, node_running=True)
+        for _, synced in outcomes:
+            print_scan(synced.row.source.name, synced.report, list_files=list_files)
+        if ids:
+            stdout.print(_outcome_line(len(ids), result))
+    incomplete = any(not synced.report.completed for _, synced in outcomes)
+    return 1 if refused or incomplete else _exit_code(result)
 
 
 def _add_upload(ctx: click.Context, collection_id: str, name: str, *, no_wait: bool, as_json: bool) -> int:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,18 +94,6 @@ def check_source_paths(paths: Sequence[str], *, include_sensitive: bool) -> list
                 raise KbtuiError(f"argument {position}: not added, {explain_skip(reason)}")
         targets.append(SourceTarget(path, raw, spec.kind))
     return targets
-
-
-@contextmanager
-def saying_what_was_stored(node: Node) -> Iterator[None]:
-    """Around a command that stores documents: a full disk or a locked
-    database that stops it says so with how many documents it had stored."""
-    started = time.time()
-    try:
-        yield
-    except Exception as failure:
-        storage_failure(failure, node, since=started)
-        raise
 
 
 def storage_failure(failure: BaseException, node: Node, *, since: float) -> None:
@@ -323,7 +310,7 @@ def sync_command(
             click.echo(f"kbtui: source {row.source.id[:12]}: {problem.message}", err=True)
             failures.append(problem.message)
             continue
-        except Exception as failure:  # noqa: BLE001 - a full disk says what was stored; the rest goes on up
+        except Exception as failure:  # a full disk says what was stored; the rest goes on up
             storage_failure(failure, node, since=started)
             raise
         troubles += report_troubles(report, None)
