@@ -13,10 +13,15 @@ from kbtui.chunking import ChunkSettings
 from kbtui.embedding import VECTOR_MODES
 from kbtui.errors import KbtuiError
 from kbtui.extract.limits import ExtractionLimits, OcrSettings
+from kbtui.loopback import is_loopback_url
+from kbtui.nesting import nesting_depth
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
+from store.files import Refusal, SourceRefused, open_source
 
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
+# Where document text and queries go: on this machine unless allow_cloud_model_access.
+MODEL_ENDPOINT_SETTINGS = ("ollama_host", "chat_host", "reranker_url")
 # auto: file events where the filesystem delivers them, else a periodic scan.
 SOURCE_WATCH_MODES = ("auto", "polling", "off")
 
@@ -30,6 +35,12 @@ def kbtui_home() -> Path:
 
     return platformdirs.user_data_path("kbtui", appauthor=False)
 
+
+# config.toml is read like a document: a regular file (a FIFO never blocks, a
+# device is refused), at most this many bytes, and no deeper than this many
+# nested tables or arrays (the settings need two; TOML's parser recurses).
+CONFIG_MAX_BYTES = 1 << 20
+CONFIG_MAX_DEPTH = 8
 
 HOUR_S = 3600.0
 DAY_S = 86_400.0
@@ -98,24 +109,27 @@ class Config:
     chat_model: str = setting("llama3.2")
     chat_host: str = setting("")  # empty: ollama_host
     chat_timeout_s: float = setting(120.0, minimum=0.001, maximum=DAY_S)
-    # The knowledge tools are offered only to node-local models unless this is true.
+    # Every model endpoint (embedder, reranker, chat) must be on loopback, and
+    # the knowledge tools are offered only to node-local models, unless this is true.
     allow_cloud_model_access: bool = setting(False)
 
     def __post_init__(self) -> None:
         validate_settings(self)
+        if not self.allow_cloud_model_access:
+            for key in MODEL_ENDPOINT_SETTINGS:
+                url = getattr(self, key)
+                if url and not is_loopback_url(url):
+                    raise InvalidSetting(
+                        f"{CONFIG_FILE_NAME}: {key} must be on this machine (a loopback address or localhost); "
+                        "set allow_cloud_model_access = true to send document text to another host"
+                    )
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:
         """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
         value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
-        values: dict[str, Any] = {}
-        path = home / CONFIG_FILE_NAME
-        if path.exists():
-            try:
-                values = tomllib.loads(path.read_text(encoding="utf-8"))
-            except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-                raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
+        values = read_config_file(home / CONFIG_FILE_NAME)
         chunking = ChunkSettings(**_known(ChunkSettings, _table(values, "chunking")))
         extraction = ExtractionLimits(**_known(ExtractionLimits, _table(values, "extraction")))
         ocr = OcrSettings(**_known(OcrSettings, _table(values, "ocr")))
@@ -123,6 +137,33 @@ class Config:
         if env_provider:
             values["embedding_provider"] = env_provider
         return cls(home=home, chunking=chunking, extraction=extraction, ocr=ocr, **_known(cls, values))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The values in ``config.toml`` (none when there is no file), read like a
+    document: a symlink is followed, but what is opened must be a regular file
+    of at most :data:`CONFIG_MAX_BYTES`, read without ever blocking, and its
+    values nested at most :data:`CONFIG_MAX_DEPTH` deep; anything else is one
+    line (:class:`KbtuiError`, exit 2)."""
+    try:
+        with open_source(os.path.realpath(path), max_bytes=CONFIG_MAX_BYTES) as opened:
+            data = opened.read()
+            opened.finish()
+    except SourceRefused as refused:
+        if refused.reason is Refusal.VANISHED:
+            return {}
+        if refused.reason is Refusal.TOO_LARGE:
+            raise KbtuiError(f"{CONFIG_FILE_NAME} is larger than {CONFIG_MAX_BYTES // 1024} KiB") from None
+        raise KbtuiError(f"{CONFIG_FILE_NAME} cannot be read: {refused.reason.explanation}") from None
+    try:
+        values = tomllib.loads(data.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise KbtuiError(f"{CONFIG_FILE_NAME} is not valid TOML: {exc}") from None
+    except RecursionError:
+        values = None
+    if values is None or nesting_depth(values, limit=CONFIG_MAX_DEPTH) > CONFIG_MAX_DEPTH:
+        raise KbtuiError(f"{CONFIG_FILE_NAME} nests tables or arrays more than {CONFIG_MAX_DEPTH} deep")
+    return values
 
 
 def _table(values: dict[str, Any], name: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ read model (:mod:`kbtui.reads`), a report, or a plain value.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -32,7 +33,7 @@ from kbtui import backups
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import OPERATOR_ERRORS, KbtuiError, NotFound
+from kbtui.errors import OPERATOR_ERRORS, BlobCorrupt, KbtuiError, NotFound
 from kbtui.extract import SNIFF_BYTES, detect_format
 from kbtui.follow import FollowResult, counting_in, follow_documents
 from kbtui.ports import Storage
@@ -61,7 +62,7 @@ from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.sources.watch import SourceWatcher
 from kbtui.storage import open_storage, schema_version
-from store.doctor import PROBLEM, Examination, examination_json, examine
+from store.doctor import PROBLEM, Examination, Progress, examination_json, examine
 from store.errors import SourceAlreadyRegistered
 from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
 
@@ -84,11 +85,12 @@ def _connected(method: Callable[Concatenate[Node, _P], _R]) -> Callable[Concaten
 
 @dataclass(frozen=True)
 class ReindexReport:
-    """Documents queued again, and those left alone because their encrypted
-    source is damaged (id and a content-free reason)."""
+    """Documents queued again, those left alone because their encrypted
+    source is damaged (id and a content-free reason), and ids of no document."""
 
     queued: tuple[str, ...]
     damaged: tuple[tuple[str, str], ...]
+    not_found: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -376,13 +378,20 @@ class Node:
         ``collection_id`` when given). They keep serving until the new index commits.
 
         A document whose encrypted source fails authentication is left alone
-        (it could only fail again, and its current index would be lost) and reported.
+        (it could only fail again, and its current index would be lost) and
+        reported; an id of no document is reported as not found.
         """
         if document_ids is None:
-            document_ids = [record.id for record in self.store.catalog.documents(collection_id)]
+            wanted = [record.id for record in self.store.catalog.documents(collection_id)]
+            existing = set(wanted)
+        else:
+            wanted = list(dict.fromkeys(document_ids))
+            existing = set(self.store.catalog.statuses(wanted))
         queued: list[str] = []
         damaged: list[tuple[str, str]] = []
-        for document_id in dict.fromkeys(document_ids):
+        for document_id in wanted:
+            if document_id not in existing:
+                continue
             try:
                 self.store.blobs.verify(document_id)
             except OPERATOR_ERRORS as problem:
@@ -390,7 +399,8 @@ class Node:
                 continue
             queued.append(document_id)
         self.store.catalog.mark_pending(queued)
-        return ReindexReport(tuple(queued), tuple(damaged))
+        not_found = tuple(d for d in wanted if d not in existing)
+        return ReindexReport(tuple(queued), tuple(damaged), not_found)
 
     # ------------------------------------------------------------ reading
 
@@ -456,8 +466,21 @@ class Node:
 
     @_connected
     def detail(self, document_id: str) -> DocumentDetail | None:
-        """Row, versions, history, sections and chunks of one document (None if gone)."""
-        return load_document_detail(self.store, self.names, document_id)
+        """Row, versions, history, sections and chunks of one document (None if
+        gone), and whether its encrypted source still authenticates."""
+        detail = load_document_detail(self.store, self.names, document_id)
+        if detail is None:
+            return None
+        return dataclasses.replace(detail, source_problem=self._source_problem(document_id))
+
+    def _source_problem(self, document_id: str) -> str | None:
+        try:
+            self.store.blobs.verify(document_id)  # streamed: one segment in memory
+        except BlobCorrupt:
+            return "source_damaged"
+        except OSError:
+            return "source_unreadable"
+        return None
 
     @_connected
     def ocr_low_document_ids(self, collection_id: str | None = None) -> list[str]:
@@ -537,7 +560,10 @@ class Node:
     ) -> SearchResponse:
         """Search one collection, or every one (``ALL_COLLECTIONS``): chunk hits,
         or with ``per_document`` each document's best chunk (and how many more
-        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped."""
+        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped.
+        An empty ``document_id`` is refused: it must never mean "every document"."""
+        if document_id is not None and not document_id.strip():
+            raise KbtuiError("document_id: an empty document id (give one, or none to search every document)")
         return self.searcher.search(
             SearchRequest(
                 query=query, collection_id=collection_id, limit=limit or self.config.search_limit,
@@ -716,10 +742,11 @@ def preview_unregistered(
     return preview_path(spec, collection_id, scan_limits(config), home=config.home, include_sensitive=include_sensitive)
 
 
-def examine_data_directory(home: Path) -> Examination:
+def examine_data_directory(home: Path, *, quick: bool = False, progress: Progress | None = None) -> Examination:
     """What ``kbtui doctor`` reports: the data directory checked (catalog, key,
-    modes, sources, vector indexes) without opening a node or changing anything."""
-    return examine(home)
+    modes, sources, vector indexes) without opening a node or changing anything.
+    Every encrypted source is authenticated unless ``quick``."""
+    return examine(home, quick=quick, progress=progress)
 
 
 # ------------------------------------------------------------ backups (kbtui.backups)
@@ -835,4 +862,5 @@ def build_embedder(config: Config) -> EmbeddingProvider:
         query_timeout_s=config.embedding_query_timeout_s,
         connect_timeout_s=config.embedding_connect_timeout_s,
         identity_ttl_s=config.embedding_identity_ttl_s,
+        local_only=not config.allow_cloud_model_access,
     )

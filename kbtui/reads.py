@@ -208,6 +208,8 @@ class DocumentDetail:
     sections: tuple[SectionEntry, ...]
     chunks: tuple[ChunkEntry, ...]
     ocr_pages: tuple[OcrPageEntry, ...] = ()
+    # Why its encrypted source cannot serve a re-index (a reason code), or None: it authenticates.
+    source_problem: str | None = None
 
     @property
     def document_id(self) -> str:

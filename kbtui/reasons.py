@@ -37,9 +37,18 @@ REASONS: dict[str, str] = {
     "embedder_error": "the embedding model failed on this document",
     "embedder_timeout": "the embedding model did not answer in time; it is retried",
     "embedder_changed": "the embedding model changed while embedding; it is embedded again",
+    "embedder_not_local": (
+        "the embedding server's host resolved to an address off this machine, so nothing was sent; "
+        "it is retried (fix the name, or set allow_cloud_model_access = true)"
+    ),
     "embedding_model_missing": "the local embedding model is not installed (run make setup)",
     "vector_dim_mismatch": "the model's vectors have another width than the index; re-index everything",
     "vector_not_finite": "the model returned invalid numbers for this document",
+    "source_damaged": (
+        "the encrypted source is missing or fails authentication (damaged, truncated or another document's): "
+        "the index keeps serving, but it cannot be re-indexed; restore blobs/ from a backup or add the file again"
+    ),
+    "source_unreadable": "the encrypted source cannot be read (permissions?); kbtui doctor says more",
     "storage_full": "the disk was full; it is retried when space returns",
     "storage_error": "the outcome could not be recorded; it is retried",
 }

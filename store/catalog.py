@@ -327,8 +327,27 @@ def set_status(
     with database.atomic():
         updated = Document.update(fields).where(condition).execute()
         if updated:
-            StatusHistory.create(document=document_id, status=status.value, reason=reason, at=now)
+            _add_history(document_id, status, reason, now)
     return bool(updated)
+
+
+# A document's history keeps its newest entries: a file appended to without
+# end is indexed again and again, and each round adds a handful of rows.
+HISTORY_PER_DOCUMENT = 64
+
+
+def _add_history(document_id: str, status: Status, reason: str | None, at: float) -> None:
+    """One status history row, and the oldest beyond HISTORY_PER_DOCUMENT let go
+    (the rows any writer added, Pending rows of updates in place included)."""
+    StatusHistory.create(document=document_id, status=status.value, reason=reason, at=at)
+    oldest_kept = (
+        StatusHistory.select(StatusHistory.id).where(StatusHistory.document == document_id)
+        .order_by(StatusHistory.id.desc()).limit(1).offset(HISTORY_PER_DOCUMENT - 1).scalar()
+    )
+    if oldest_kept is not None:
+        StatusHistory.delete().where(
+            (StatusHistory.document == document_id) & (StatusHistory.id < oldest_kept)
+        ).execute()
 
 
 def resolve_document(reference: str, collection_id: str | None = None) -> DocumentRecord:
@@ -428,7 +447,7 @@ def commit_index(
                 Document.updated_at: now,
             }
         ).where(Document.id == document_id).execute()
-        StatusHistory.create(document=document_id, status=Status.INDEXED.value, at=now)
+        _add_history(document_id, Status.INDEXED, None, now)
     return chunk_ids
 
 

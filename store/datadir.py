@@ -25,7 +25,7 @@ import json
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +33,7 @@ from pathlib import Path
 from store.db import catalog_uri
 from store.errors import CatalogProblem, DataDirectoryProblem, KeyProblem, NoKnowledgeBase
 from store.files import create_once
-from store.keys import KEY_FILE_NAME
+from store.keys import KEY_FILE_NAME, seal_matches
 from store.migrations import LATEST_VERSION, newer_schema_problem
 
 DB_FILE_NAME = "kb.sqlite3"
@@ -41,6 +41,7 @@ BLOB_DIR_NAME = "blobs"
 FINGERPRINT_FILE_NAME = "node.fingerprint"
 FINGERPRINT_KEY = "node_key_fingerprint"
 CATALOG_ID_KEY = "catalog_id"
+CATALOG_SEAL_KEY = "catalog_id_seal"  # store.keys.catalog_seal of the catalog id
 _FINGERPRINT_FORMAT = 1
 _SQLITE_HEADER = b"SQLite format 3\x00"
 # The end of every refusal here: the operator's next step, and the reassurance.
@@ -69,7 +70,11 @@ class CatalogFacts:
     version: int = 0
     key_fingerprint: bytes | None = None
     catalog_id: str | None = None
+    catalog_seal: bytes | None = None
     has_documents: bool = False
+    # Asked only when node.fingerprint is missing: does the catalog know (as a
+    # document, or a removed one) any source in blobs/? None: not asked.
+    knows_a_source: bool | None = None
 
     @property
     def records_nothing(self) -> bool:
@@ -163,13 +168,16 @@ def observe(home: Path, *, snapshot: bool = False) -> DirectoryFacts:
     :func:`connect_read_only`)."""
     fingerprint, damaged = read_fingerprint_file(home)
     db_path = home / DB_FILE_NAME
-    catalog = inspect_catalog(db_path, snapshot=snapshot)
+    has_blobs = any(True for _ in blob_names(home))
+    # Without node.fingerprint the sources are the directory's remaining witness of its catalog.
+    unvouched = fingerprint is None and not damaged and has_blobs
+    catalog = inspect_catalog(db_path, snapshot=snapshot, sources=list(blob_names(home)) if unvouched else None)
     wal = db_path.with_name(db_path.name + "-wal")
     return DirectoryFacts(
         key_present=os.path.lexists(home / KEY_FILE_NAME),
         fingerprint=fingerprint,
         fingerprint_damaged=damaged,
-        has_blobs=any(True for _ in blob_names(home)),
+        has_blobs=has_blobs,
         catalog=catalog,
         orphaned_wal=catalog.state in ("missing", "empty") and _size(wal) > 0,
     )
@@ -186,8 +194,9 @@ def blob_names(home: Path) -> Iterator[str]:
         return
 
 
-def inspect_catalog(path: Path, *, snapshot: bool = False) -> CatalogFacts:
-    """What the catalog file holds, read through a read-only connection."""
+def inspect_catalog(path: Path, *, snapshot: bool = False, sources: Sequence[str] | None = None) -> CatalogFacts:
+    """What the catalog file holds, read through a read-only connection; with
+    ``sources`` (blob names), whether it knows any of them."""
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -209,7 +218,7 @@ def inspect_catalog(path: Path, *, snapshot: bool = False) -> CatalogFacts:
     except sqlite3.Error as exc:
         return CatalogFacts("unreadable", sqlite_detail(exc))
     try:
-        return _catalog_facts(connection)
+        return _catalog_facts(connection, sources)
     except sqlite3.Error as exc:
         return CatalogFacts("unreadable", sqlite_detail(exc))
     finally:
@@ -243,7 +252,7 @@ def connect_read_only(path: Path, *, snapshot: bool = False) -> sqlite3.Connecti
     raise error
 
 
-def _catalog_facts(connection: sqlite3.Connection) -> CatalogFacts:
+def _catalog_facts(connection: sqlite3.Connection, sources: Sequence[str] | None) -> CatalogFacts:
     tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     version = 0
     if "schema_version" in tables:
@@ -253,7 +262,8 @@ def _catalog_facts(connection: sqlite3.Connection) -> CatalogFacts:
         meta = {
             key: bytes(value)
             for key, value in connection.execute(
-                "SELECT key, value FROM node_meta WHERE key IN (?, ?)", (FINGERPRINT_KEY, CATALOG_ID_KEY)
+                "SELECT key, value FROM node_meta WHERE key IN (?, ?, ?)",
+                (FINGERPRINT_KEY, CATALOG_ID_KEY, CATALOG_SEAL_KEY),
             )
         }
     has_documents = "document" in tables and connection.execute("SELECT EXISTS (SELECT 1 FROM document)").fetchone()[0] == 1
@@ -264,8 +274,22 @@ def _catalog_facts(connection: sqlite3.Connection) -> CatalogFacts:
         version=version,
         key_fingerprint=meta.get(FINGERPRINT_KEY),
         catalog_id=catalog_id.decode("ascii", "replace") if catalog_id is not None else None,
+        catalog_seal=meta.get(CATALOG_SEAL_KEY),
         has_documents=has_documents,
+        knows_a_source=None if sources is None else _knows_any(connection, tables, sources),
     )
+
+
+def _knows_any(connection: sqlite3.Connection, tables: set[str], ids: Sequence[str]) -> bool:
+    """Whether any of ``ids`` is a document of the catalog or one it recorded as removed."""
+    lists = [table for table in ("document", "removed_document") if table in tables]
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        for table in lists:
+            if connection.execute(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE id IN ({marks}))", part).fetchone()[0]:
+                return True
+    return False
 
 
 # SQLite's words for a catalog that cannot be read or written: fixed strings
@@ -380,21 +404,38 @@ def recorded_key_fingerprint(facts: DirectoryFacts) -> bytes:
     return recorded
 
 
-def refuse_foreign_catalog(facts: DirectoryFacts) -> None:
-    """Refuse a catalog that is not the one ``node.fingerprint`` names (made
-    with another key, or another directory's catalog). Call it after the key
+def refuse_foreign_catalog(facts: DirectoryFacts, key: bytes) -> None:
+    """Refuse a catalog that is not this directory's own: one whose id is not
+    sealed with ``key`` (it only copied the key's public fingerprint), one
+    that is not the one ``node.fingerprint`` names (made with another key, or
+    another directory's catalog), and, when ``node.fingerprint`` is missing,
+    one that knows none of the sources in ``blobs/``. Call it after the key
     has been checked, so that a wrong key is reported as such."""
     recorded = facts.fingerprint
     catalog = facts.catalog
-    if recorded is None:
-        return  # a directory from before node.fingerprint: the key check covers it
-    if catalog.key_fingerprint != recorded.key_fingerprint or (
-        catalog.catalog_id is not None and catalog.catalog_id != recorded.catalog_id
+    if recorded is not None and (
+        catalog.key_fingerprint != recorded.key_fingerprint
+        or (catalog.catalog_id is not None and catalog.catalog_id != recorded.catalog_id)
     ):
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) is not the one this data directory was initialised "
             f"with ({FINGERPRINT_FILE_NAME} names another); restore this directory's own from a "
             f"backup {DOCTOR_HINT}"
+        )
+    if catalog.catalog_id is not None and catalog.catalog_seal is not None and not seal_matches(
+        key, catalog.catalog_id, catalog.catalog_seal
+    ):
+        raise CatalogProblem(
+            f"the catalog ({DB_FILE_NAME}) was not made with this data directory's node key; restore this "
+            f"directory's own from a backup {DOCTOR_HINT}"
+        )
+    # Without node.fingerprint (a directory from before it, or one whose record
+    # was removed), the sources are the witness: an own catalog knows some.
+    if recorded is None and catalog.knows_a_source is False:
+        raise CatalogProblem(
+            f"the catalog ({DB_FILE_NAME}) knows none of the encrypted sources in {BLOB_DIR_NAME}/ and "
+            f"{FINGERPRINT_FILE_NAME} is missing, so it is not taken for this directory's own; restore "
+            f"this directory's catalog (or {FINGERPRINT_FILE_NAME}) from a backup {DOCTOR_HINT}"
         )
 
 

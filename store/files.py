@@ -118,6 +118,7 @@ class Refusal(enum.StrEnum):
     UNREADABLE = "unreadable"  # permission denied or an I/O error
     TOO_LARGE = "too_large"  # more bytes than the cap
     CHANGED = "changed_during_read"  # size or time moved, or it held more than it reported
+    PSEUDO_FILE = "pseudo_file"  # reports no size but has content (/proc and the like)
 
     @property
     def explanation(self) -> str:
@@ -133,6 +134,7 @@ _EXPLANATIONS = {
     Refusal.UNREADABLE: "it cannot be read",
     Refusal.TOO_LARGE: "it is larger than the size limit",
     Refusal.CHANGED: "it changed while being read, or does not report its true size",
+    Refusal.PSEUDO_FILE: "it is a kernel pseudo-file (as in /proc) that does not report its size",
 }
 
 
@@ -233,6 +235,15 @@ class SourceFile:
         self.close()
 
 
+def _has_content(fd: int) -> bool:
+    """Whether a file that reports size 0 yields a byte all the same: a /proc
+    or /sys pseudo-file, never truly empty (one byte read, at offset 0)."""
+    try:
+        return bool(os.pread(fd, 1, 0))
+    except OSError:
+        return False  # nothing to read as a file: the reader finds it empty or unreadable
+
+
 def open_source(
     name: str | bytes | os.PathLike[str],
     *,
@@ -244,7 +255,8 @@ def open_source(
 
     The last path component is never followed if it is a symlink, a FIFO never
     blocks the open, and the opened descriptor must be a regular file no
-    larger than ``max_bytes``. With ``checked`` (an ``lstat`` result taken
+    larger than ``max_bytes`` (and not a pseudo-file that reports size 0
+    while it has content). With ``checked`` (an ``lstat`` result taken
     before), the descriptor must also be that same file (device and inode), so
     a file swapped between the check and the open is refused.
     """
@@ -260,6 +272,8 @@ def open_source(
             raise SourceRefused(Refusal.SWAPPED if checked is not None else Refusal.NOT_REGULAR)
         if max_bytes is not None and opened.st_size > max_bytes:
             raise SourceRefused(Refusal.TOO_LARGE, opened.st_size)
+        if opened.st_size == 0 and _has_content(fd):
+            raise SourceRefused(Refusal.PSEUDO_FILE)
     except BaseException:
         os.close(fd)
         raise

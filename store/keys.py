@@ -19,11 +19,22 @@ from store.files import create_once
 KEY_FILE_NAME = "node.key"
 KEY_BYTES = 32
 _CHECK_LABEL = b"kbtui node key check v1"
+_CATALOG_LABEL = b"kbtui catalog id v1|"
 
 
 def key_fingerprint(key: bytes) -> bytes:
     """A value stored beside the data that proves the right key without revealing it."""
     return hmac.new(key, _CHECK_LABEL, hashlib.sha256).digest()
+
+
+def catalog_seal(key: bytes, catalog_id: str) -> bytes:
+    """The catalog's id bound to the key: only the key's holder can make it,
+    so a catalog that merely copies the key's (public) fingerprint cannot."""
+    return hmac.new(key, _CATALOG_LABEL + catalog_id.encode("ascii"), hashlib.sha256).digest()
+
+
+def seal_matches(key: bytes, catalog_id: str, seal: bytes) -> bool:
+    return hmac.compare_digest(catalog_seal(key, catalog_id), seal)
 
 
 def load_or_create_key(home: Path, *, data_exists: bool) -> bytes:

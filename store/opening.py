@@ -20,6 +20,7 @@ from store.blobs import BlobStore
 from store.datadir import (
     BLOB_DIR_NAME,
     CATALOG_ID_KEY,
+    CATALOG_SEAL_KEY,
     DB_FILE_NAME,
     DOCTOR_HINT,
     FINGERPRINT_KEY,
@@ -37,7 +38,7 @@ from store.datadir import (
 from store.db import open_database, thread_connection
 from store.errors import CatalogProblem, DataDirectoryProblem, NoKnowledgeBase
 from store.files import create_once
-from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key, verify_key
+from store.keys import KEY_FILE_NAME, catalog_seal, key_fingerprint, load_or_create_key, verify_key
 from store.migrations import LATEST_VERSION, apply_migrations
 
 if TYPE_CHECKING:
@@ -129,6 +130,8 @@ class Store:
         try:
             if not self.db.is_closed() and not self.read_only:
                 self.db.execute_sql("PRAGMA optimize")
+        except OperationalError:
+            pass  # only statistics: a full disk or a lock must not fail a close (nor hide why a command failed)
         finally:
             self.db.close()
 
@@ -192,7 +195,7 @@ def _verified_key(home: Path, facts: DirectoryFacts) -> bytes:
     recorded = recorded_key_fingerprint(facts)
     key = load_or_create_key(home, data_exists=True)
     verify_key(key, recorded)
-    refuse_foreign_catalog(facts)
+    refuse_foreign_catalog(facts, key)
     return key
 
 
@@ -225,8 +228,9 @@ def _initialise(home: Path, key: bytes | None = None) -> Store:
         fingerprint = Fingerprint(key_fingerprint(key), secrets.token_hex(16))
         with db.atomic():
             db.execute_sql(
-                "INSERT OR REPLACE INTO node_meta(key, value) VALUES (?, ?), (?, ?)",
-                (FINGERPRINT_KEY, fingerprint.key_fingerprint, CATALOG_ID_KEY, fingerprint.catalog_id.encode("ascii")),
+                "INSERT OR REPLACE INTO node_meta(key, value) VALUES (?, ?), (?, ?), (?, ?)",
+                (FINGERPRINT_KEY, fingerprint.key_fingerprint, CATALOG_ID_KEY, fingerprint.catalog_id.encode("ascii"),
+                 CATALOG_SEAL_KEY, catalog_seal(key, fingerprint.catalog_id)),
             )
         write_fingerprint_file(home, fingerprint)
     except BaseException:
@@ -238,16 +242,21 @@ def _initialise(home: Path, key: bytes | None = None) -> Store:
 
 def _record_fingerprint(home: Path, db: SqliteDatabase, key: bytes, facts: DirectoryFacts) -> None:
     """A directory initialised before ``node.fingerprint`` existed gets one now
-    (and its catalog an id), from a catalog that the key has just been checked against."""
-    if facts.fingerprint is not None and facts.catalog.catalog_id is not None:
+    (and its catalog an id), and a catalog from before the seal its id sealed
+    with the key, from a catalog that the key has just been checked against."""
+    if facts.fingerprint is not None and facts.catalog.catalog_id is not None and facts.catalog.catalog_seal is not None:
         return
     catalog_id = facts.fingerprint.catalog_id if facts.fingerprint else secrets.token_hex(16)
     with db.atomic():
         db.execute_sql(
             "INSERT OR IGNORE INTO node_meta(key, value) VALUES (?, ?)", (CATALOG_ID_KEY, catalog_id.encode("ascii"))
         )
-    row = db.execute_sql("SELECT value FROM node_meta WHERE key = ?", (CATALOG_ID_KEY,)).fetchone()
-    fingerprint = Fingerprint(key_fingerprint(key), bytes(row[0]).decode("ascii"))
+        row = db.execute_sql("SELECT value FROM node_meta WHERE key = ?", (CATALOG_ID_KEY,)).fetchone()
+        catalog_id = bytes(row[0]).decode("ascii")
+        db.execute_sql(
+            "INSERT OR IGNORE INTO node_meta(key, value) VALUES (?, ?)", (CATALOG_SEAL_KEY, catalog_seal(key, catalog_id))
+        )
+    fingerprint = Fingerprint(key_fingerprint(key), catalog_id)
     if write_fingerprint_file(home, fingerprint) != fingerprint:
         raise CatalogProblem(
             f"the catalog ({DB_FILE_NAME}) is not the one this data directory was initialised with "

@@ -4,12 +4,14 @@ the key and what it accepts, exit 2 (issue 16, findings 6 and 7)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
 from kbtui.config import Config
 from kbtui.settings import InvalidSetting
 from tests.conftest import write
+from tests.faults.processes import kbtui, one_line
 
 # (config.toml, the one line the operator reads)
 REFUSED = [
@@ -68,3 +70,64 @@ def test_settings_made_in_code_are_checked_the_same_way(home):
     with pytest.raises(InvalidSetting, match="max_in_flight"):
         dataclasses.replace(Config.load(home), max_in_flight=0)
     assert dataclasses.replace(Config.load(home), max_in_flight=1).max_in_flight == 1
+
+
+def limited_memory() -> None:
+    """The child's address space capped, so a config read that grows without
+    bound fails there instead of taking the machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+
+def place_fifo(path):
+    os.mkfifo(path)
+
+
+def place_dev_zero(path):
+    path.symlink_to("/dev/zero")
+
+
+def place_directory(path):
+    path.mkdir()
+
+
+def place_proc_file(path):
+    path.symlink_to("/proc/self/status")
+
+
+def place_large_file(path):
+    path.write_text("# a comment line of the config file\n" * 40_000)  # 1.4 MB of valid TOML
+
+
+def place_deep_array(path):
+    path.write_text("a = " + "[" * 3000 + "]" * 3000 + "\n")
+
+
+def place_deep_tables(path):
+    path.write_text("[" + ".".join(["x"] * 40) + "]\n")
+
+
+@pytest.mark.parametrize(
+    ("place", "message"),
+    [
+        (place_fifo, "config.toml cannot be read: it is not a regular file"),
+        (place_dev_zero, "config.toml cannot be read: it is not a regular file"),
+        (place_directory, "config.toml cannot be read: it is not a regular file"),
+        (place_proc_file, "config.toml cannot be read: it is a kernel pseudo-file (as in /proc) that does not report "
+                          "its size"),
+        (place_large_file, "config.toml is larger than 1024 KiB"),
+        (place_deep_array, "config.toml nests tables or arrays more than 8 deep"),
+        (place_deep_tables, "config.toml nests tables or arrays more than 8 deep"),
+    ],
+    ids=["fifo", "dev-zero", "directory", "proc-file", "over-1-MiB", "deep-array", "deep-tables"],
+)
+@pytest.mark.parametrize("command", ["ls", "doctor"])
+def test_a_config_file_that_is_not_a_small_regular_toml_file_is_one_line_at_once(home, place, message, command):
+    """Read like a document: a FIFO must not hang any command (doctor
+    included), /dev/zero must not grow memory, nesting must not crash the parser."""
+    home.mkdir()
+    place(home / "config.toml")
+    result = kbtui(home, command, timeout=30, preexec_fn=limited_memory)
+    assert result.returncode == 2
+    assert one_line(result.stderr) == f"kbtui: {message}"

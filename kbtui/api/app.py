@@ -17,6 +17,7 @@ import functools
 import hmac
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -41,6 +42,7 @@ from kbtui.api.events import KEEP_ALIVE, frame
 from kbtui.api.hub import END, EventHub, Subscription
 from kbtui.api.identity import BASE_HEADER, CHALLENGE_HEADER, PROOF_HEADER, BaseIdentity
 from kbtui.collections import canonical_collection_id
+from kbtui.nesting import nesting_depth
 from kbtui.node import Node
 from kbtui.reads import Status
 from kbtui.retrieval.results import ALL_COLLECTIONS
@@ -48,8 +50,9 @@ from kbtui.retrieval.results import ALL_COLLECTIONS
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 << 20
+MAX_JSON_DEPTH = 16  # the bodies nest three deep; a deeper one is refused, never recursed into
 MAX_HEADER_BYTES = 16 * 1024
-BODY_TIMEOUT_S = 10.0  # between two pieces of a request body
+BODY_TIMEOUT_S = 10.0  # for the whole request body, read before a use-case slot is taken
 MAX_CONCURRENT_REQUESTS = 32  # use cases running at once; more answer 503 at once
 KEEP_ALIVE_S = 15.0  # an idle event stream writes a comment this often (finds vanished clients)
 STREAM_WRITE_TIMEOUT_S = 10.0  # a client that reads nothing for this long is cut off
@@ -144,11 +147,11 @@ def json_response(payload: object, status: int = 200, headers: dict[str, str] | 
     )
 
 
-def error_response(error: ApiError) -> Response:
-    headers = None
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> Response:
+    headers = dict(headers or {})
     retry = (error.extra or {}).get("retry_after_s")
     if retry is not None:
-        headers = {"Retry-After": str(max(1, round(float(retry))))}
+        headers["Retry-After"] = str(max(1, round(float(retry))))
     return json_response(error.body(), error.status, headers)
 
 
@@ -172,15 +175,31 @@ class _Admission:
             self.running -= 1
 
 
+OVERLOADED = ApiError("overloaded", "the node is answering too many requests; retry", {"retry_after_s": 1})
+
+
 def endpoint(services: Services, gate: _Admission, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A route: the concurrency gate, the handler, and its failures as JSON errors."""
+    """A route: the whole body read (bounded in size and time), then the
+    concurrency gate, the handler, and its failures as JSON errors. A slow
+    body never holds a use-case slot."""
 
     @functools.wraps(handler)
     async def run(request: Request) -> Response:
         started = time.perf_counter()
+        try:
+            request.state.body = await read_body(request)
+        except ApiError as error:
+            response = error_response(error)
+        else:
+            response = await call(request)
+        # The handler's name, never the path: paths carry ids and references.
+        log.debug("api: %s %s -> %d in %.1f ms", request.method, handler.__name__, response.status_code,
+                  (time.perf_counter() - started) * 1000)
+        return response
+
+    async def call(request: Request) -> Response:
         if not gate.enter():
-            response = error_response(ApiError("overloaded", "the node is answering too many requests; retry",
-                                               {"retry_after_s": 1}))
+            response = error_response(OVERLOADED)
         else:
             try:
                 result = await handler(request, services)
@@ -194,38 +213,59 @@ def endpoint(services: Services, gate: _Admission, handler: Handler) -> Callable
                 response = error_response(problem)
             finally:
                 gate.leave()
-        # The handler's name, never the path: paths carry ids and references.
-        log.debug("api: %s %s -> %d in %.1f ms", request.method, handler.__name__, response.status_code,
-                  (time.perf_counter() - started) * 1000)
         return response
 
     return run
 
 
-async def read_json(request: Request, model: type[BaseModel]) -> Any:
-    """The request body as ``model``: JSON, bounded in size and time, checked."""
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if content_type != "application/json":
-        raise ApiError("unsupported_media_type", "send the body as application/json")
+async def read_body(request: Request) -> bytes:
+    """The whole request body, at most MAX_BODY_BYTES, all of it within BODY_TIMEOUT_S."""
     declared = request.headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY_BYTES):
         raise ApiError("body_too_large", f"a request body holds at most {MAX_BODY_BYTES} bytes")
     body = bytearray()
-    pieces = request.stream().__aiter__()
-    while True:
-        try:
-            piece = await asyncio.wait_for(pieces.__anext__(), BODY_TIMEOUT_S)
-        except StopAsyncIteration:
-            break
-        except TimeoutError:
-            raise ApiError("bad_request", "the request body arrived too slowly") from None
-        body += piece
-        if len(body) > MAX_BODY_BYTES:
-            raise ApiError("body_too_large", f"a request body holds at most {MAX_BODY_BYTES} bytes")
     try:
-        data = json.loads(body)
+        async with asyncio.timeout(BODY_TIMEOUT_S):
+            async for piece in request.stream():
+                body += piece
+                if len(body) > MAX_BODY_BYTES:
+                    raise ApiError("body_too_large", f"a request body holds at most {MAX_BODY_BYTES} bytes")
+    except TimeoutError:
+        raise ApiError("bad_request", f"the request body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+    return bytes(body)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e999
+        raise ValueError("not a finite number")
+    return number
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not a number")
+
+
+def parse_json(body: bytes) -> object:
+    """A JSON body: NaN, Infinity and numbers too large for a float are refused,
+    and so is nesting deeper than MAX_JSON_DEPTH (400, never a 500)."""
+    try:
+        data = json.loads(body, parse_float=_finite, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError):
-        raise ApiError("invalid_json", "the body is not JSON") from None
+        raise ApiError("invalid_json", "the body is not JSON (NaN and Infinity are not numbers)") from None
+    except RecursionError:
+        data = None
+    if data is None or nesting_depth(data, limit=MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise ApiError("invalid_json", f"the body nests objects or arrays more than {MAX_JSON_DEPTH} deep")
+    return data
+
+
+def read_json(request: Request, model: type[BaseModel]) -> Any:
+    """The request body (already read by the endpoint) as ``model``: JSON, checked."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise ApiError("unsupported_media_type", "send the body as application/json")
+    data = parse_json(request.state.body)
     if not isinstance(data, dict):
         raise ApiError("invalid_json", "the body must be a JSON object")
     try:
@@ -269,7 +309,8 @@ def _admit_all(pipeline: Pipeline, document_ids: list[str]) -> ApiError | None:
         result = pipeline.admit(document_id)
         if isinstance(result, Busy):
             return ApiError(
-                "busy", "the admission queue is full: the documents are stored and wait as Pending; retry later",
+                "busy", "the admission queue is full: the documents are stored as Pending and the node indexes "
+                "them as the queue frees up (nothing to send again)",
                 {"retry_after_s": result.retry_after_s},
             )
         if isinstance(result, NotAdmitting):
@@ -309,7 +350,7 @@ async def list_documents(request: Request, services: Services) -> object:
         raise ApiError("invalid_arguments", f"status: one of {', '.join(STATUSES)}")
     since_raw = request.query_params.get("updated_since")
     try:
-        since = None if since_raw is None else float(since_raw)
+        since = None if since_raw is None else _finite(since_raw)
     except ValueError:
         raise ApiError("invalid_arguments", "updated_since: a Unix time") from None
     rows = await run_in_threadpool(
@@ -322,7 +363,7 @@ async def add_documents(request: Request, services: Services) -> object:
     """Each path becomes a source of the collection (or is found registered
     there) and is scanned, as ``kbtui add`` does; the documents it left
     Pending are offered to admission."""
-    body: AddBody = await read_json(request, AddBody)
+    body: AddBody = read_json(request, AddBody)
     collection_id = canonical_collection_id(body.collection)
     for position, path in enumerate(body.paths, start=1):
         if not os.path.isabs(path):
@@ -360,7 +401,7 @@ async def add_documents(request: Request, services: Services) -> object:
 
 
 async def lookup_documents(request: Request, services: Services) -> object:
-    body: LookupBody = await read_json(request, LookupBody)
+    body: LookupBody = read_json(request, LookupBody)
     rows = await run_in_threadpool(functools.partial(services.node.documents, document_ids=body.document_ids))
     return {"documents": [shapes.document_json(r) for r in rows]}
 
@@ -409,7 +450,7 @@ async def resolve_document(request: Request, services: Services) -> object:
 
 
 async def reindex(request: Request, services: Services) -> object:
-    body: ReindexBody = await read_json(request, ReindexBody)
+    body: ReindexBody = read_json(request, ReindexBody)
     collection_id = None if body.collection is None else canonical_collection_id(body.collection)
 
     def queue() -> tuple[JSON, ApiError | None]:
@@ -427,7 +468,7 @@ async def reindex(request: Request, services: Services) -> object:
 
 
 async def search(request: Request, services: Services) -> object:
-    body: SearchBody = await read_json(request, SearchBody)
+    body: SearchBody = read_json(request, SearchBody)
     collection_id = ALL_COLLECTIONS if body.collection == ALL_COLLECTIONS else canonical_collection_id(body.collection)
     response = await run_in_threadpool(
         functools.partial(
@@ -460,7 +501,7 @@ async def get_source(request: Request, services: Services) -> object:
 
 
 async def sync_source(request: Request, services: Services) -> object:
-    body: SyncBody = await read_json(request, SyncBody)
+    body: SyncBody = read_json(request, SyncBody)
 
     def run() -> object:
         row = services.node.resolve_source(request.path_params["reference"])
@@ -490,7 +531,7 @@ async def list_repositories(request: Request, services: Services) -> object:
 
 
 async def register_repository(request: Request, services: Services) -> object:
-    body: RegisterBody = await read_json(request, RegisterBody)
+    body: RegisterBody = read_json(request, RegisterBody)
     if not os.path.isabs(body.path):
         raise ApiError("invalid_arguments", "path: give an absolute path")
 
@@ -518,7 +559,7 @@ async def delete_repository(request: Request, services: Services) -> object:
 
 
 async def import_repository(request: Request, services: Services) -> object:
-    body: ImportBody = await read_json(request, ImportBody)
+    body: ImportBody = read_json(request, ImportBody)
     collection_id = canonical_collection_id(body.collection)
 
     def run() -> object:
@@ -635,7 +676,11 @@ def build_app(services: Services) -> ASGIApp:
             return error_response(ApiError("method_not_allowed", "this route does not take that method"))
         return error_response(ApiError("no_route", "no such route; see README.md for the API's routes"))
 
-    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error})
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error("api: a request failed outside its route: %s", type(exc).__name__)
+        return error_response(ApiError("internal", "the node failed; see its log"))
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: internal_error})
     return TokenGuard(app, services.token, services.identity)
 
 

@@ -9,8 +9,10 @@ What keeps a client from hurting the node:
 - the Unix socket is 0600 inside the 0700 data directory, and every
   connection's peer credentials (SO_PEERCRED) must name this process's uid;
 - HTTP is parsed by h11 with headers bounded (16 KiB) and a deadline for
-  them, bodies are bounded (4 MiB) with a deadline between pieces, at most
-  256 connections and 32 running use cases (more answer 503 at once);
+  them on every request of a connection, bodies are bounded (4 MiB) and read
+  whole within a deadline before a use case may start, at most 256
+  connections and 32 running use cases (more answer the API's JSON 503 at
+  once);
 - everything runs off the pipeline's actors: an event-stream client gets a
   bounded queue and is cut off when it falls behind (:mod:`kbtui.api.hub`).
 
@@ -35,12 +37,13 @@ from dataclasses import dataclass
 
 import pykka
 import uvicorn
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from actors.events import SweepPending
 from actors.runtime import Runtime
 from kbtui.api import TOKEN_NAME
-from kbtui.api.app import Services, build_app
+from kbtui.api.app import OVERLOADED, Services, build_app, error_response
 from kbtui.api.hub import EventHub, EventRelay
 from kbtui.api.identity import read_identity
 from kbtui.api.transport import peer_uid, socket_address, socket_path
@@ -74,10 +77,16 @@ for _name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
 logging.getLogger("uvicorn").setLevel(logging.WARNING)
 
 
+async def _overloaded(scope: Scope, receive: Receive, send: Send) -> None:
+    """The answer on a connection over MAX_CONNECTIONS: the API's JSON 503, then close."""
+    await error_response(OVERLOADED, {"Connection": "close"})(scope, receive, send)
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's HTTP/1.1 protocol, plus: other users' connections are refused
-    when they connect, headers must arrive in time, and a malformed request
-    gets the API's JSON error instead of plain text."""
+    when they connect, every request's headers must arrive in time (the first
+    of a connection and each after a response alike), a connection over the
+    limit and a malformed request get the API's JSON errors, not plain text."""
 
     # uvicorn's protocol narrows asyncio's BaseTransport to the stream Transport it is given.
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -89,16 +98,32 @@ class GuardedH11Protocol(H11Protocol):
                 log.warning("api: refused a connection from another user (uid %d)", uid)
                 transport.abort()
                 return
+        if len(self.connections) > MAX_CONNECTIONS:  # this one included
+            self.app = _overloaded  # its request is read (under the deadline), then answered 503
+        self._await_headers()
+
+    def _await_headers(self) -> None:
+        """Arm the header deadline for the next request (none is in yet)."""
+        deadline = getattr(self, "_header_deadline", None)
+        if deadline is not None:
+            deadline.cancel()
+        self._cycle_before = self.cycle
         self._header_deadline = self.loop.call_later(HEADER_TIMEOUT_S, self._headers_too_slow)
 
     def _headers_too_slow(self) -> None:
-        if self.cycle is None and not self.transport.is_closing():
+        if self.cycle is self._cycle_before and not self.transport.is_closing():
             self.transport.close()
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not None:
+        if self.cycle is not self._cycle_before:  # a request's headers are in
             self._header_deadline.cancel()
+
+    def on_response_complete(self) -> None:
+        # Armed before the next cycle can start: a pipelined request in the
+        # buffer starts inside super() and cancels it at once.
+        self._await_headers()
+        super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         deadline = getattr(self, "_header_deadline", None)
@@ -188,7 +213,8 @@ class ApiServer:
             http=GuardedH11Protocol, ws="none", lifespan="off", interface="asgi3",
             log_config=None, access_log=False, server_header=False,
             h11_max_incomplete_event_size=MAX_HEADER_BYTES, timeout_keep_alive=5,
-            limit_concurrency=MAX_CONNECTIONS, backlog=BACKLOG, timeout_graceful_shutdown=int(STOP_TIMEOUT_S),
+            limit_concurrency=None,  # GuardedH11Protocol answers over MAX_CONNECTIONS with the API's JSON
+            backlog=BACKLOG, timeout_graceful_shutdown=int(STOP_TIMEOUT_S),
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

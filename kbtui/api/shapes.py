@@ -83,6 +83,7 @@ def detail_json(detail: DocumentDetail) -> JSON:
         "ocr_pages": [
             {"page": p.page, "confidence": p.confidence, "words": p.words, "reason": p.reason} for p in detail.ocr_pages
         ],
+        "source_problem": detail.source_problem,
     }
 
 
@@ -115,6 +116,7 @@ def document_detail(data: JSON) -> DocumentDetail:
         ocr_pages=tuple(
             OcrPageEntry(p["page"], p["confidence"], p["words"], p["reason"]) for p in data.get("ocr_pages", ())
         ),
+        source_problem=data.get("source_problem"),
     )
 
 
@@ -160,13 +162,17 @@ def reindex_json(report: ReindexReport) -> JSON:
     return {
         "queued": list(report.queued),
         "damaged": [{"document_id": d, "reason": reason} for d, reason in report.damaged],
+        "not_found": list(report.not_found),
     }
 
 
 def reindex_report(data: JSON) -> ReindexReport:
     from kbtui.node import ReindexReport
 
-    return ReindexReport(tuple(data["queued"]), tuple((d["document_id"], d["reason"]) for d in data["damaged"]))
+    return ReindexReport(
+        tuple(data["queued"]), tuple((d["document_id"], d["reason"]) for d in data["damaged"]),
+        tuple(data.get("not_found", ())),
+    )
 
 
 def status_json(status: NodeStatus) -> JSON:

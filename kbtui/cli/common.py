@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from rich.console import Console
@@ -31,6 +32,17 @@ log = logging.getLogger("kbtui.cli")
 class OutputClosed(Exception):
     """The reader of the output closed it (``kbtui ls | head -1``). Not an OSError:
     click would turn that into exit code 1, which means a document failed."""
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A number in a range; NaN and the infinities are refused (NaN compares
+    false with any bound, so click's own range lets it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 class Commands(click.Group):

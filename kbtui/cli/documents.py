@@ -29,7 +29,6 @@ from kbtui.node import DocumentMatch, SourceSync
 from kbtui.printable import human_size, printable
 from kbtui.reads import DocumentRow, Status, is_interrupted, ocr_summary
 from kbtui.reasons import INTERRUPTED, explain_reason
-from kbtui.sources.sync import SyncFailed
 
 
 @cli.command()
@@ -70,6 +69,7 @@ def add(
         return preview(ctx, targets, collection_id, include_sensitive=include_sensitive, as_json=as_json,
                        list_files=list_files)
     node = open_node(ctx)
+    started = time.time()
     outcomes: list[tuple[SourceTarget, SourceSync]] = []
     refused = 0
     for target in targets:
@@ -87,8 +87,8 @@ def add(
                     target.path, collection_id, name=name, include_sensitive=include_sensitive,
                     on_progress=advance(progress, task),
                 )
-        except SyncFailed as failure:
-            storage_failure(failure)
+        except Exception as failure:  # a full disk says what was stored; the rest goes on up
+            storage_failure(failure, node, since=started)
             raise
         outcomes.append((target, synced))
         refused += report_troubles(synced.report, target)
@@ -260,6 +260,7 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
              "low_confidence": p.low(low_confidence)}
             for p in detail.ocr_pages
         ]
+        payload["source_problem"] = detail.source_problem
         click.echo(json.dumps(payload, indent=2))
         return 0
     if match.matched_by != "id":
@@ -279,6 +280,9 @@ def show(ctx: click.Context, document: str, as_json: bool) -> int:
         stdout.print(f"[bold]{key:>16}[/] {text}")
         if key == "failure_reason" and isinstance(value, str) and value:
             stdout.print(f"{'':>16} [dim]{escape(explain_reason(value))}[/]")
+    if detail.source_problem:
+        stdout.print(f"[bold]{'source':>16}[/] [bold red]{detail.source_problem}[/]")
+        stdout.print(f"{'':>16} [dim]{escape(explain_reason(detail.source_problem))}[/]")
     stdout.print("\n[bold]history[/]")
     for h in detail.history:
         reason = f" {h.reason}" if h.reason else ""
@@ -328,8 +332,11 @@ def reindex(ctx: click.Context, documents: tuple[str, ...], all_documents: bool,
     report = node.reindex(targets)
     for document_id, problem in report.damaged:
         click.echo(f"kbtui: document {document_id}: {problem}; its index is kept as it was", err=True)
+    for document_id in report.not_found:
+        click.echo(f"kbtui: document {document_id}: not found (removed meanwhile?)", err=True)
     ids = list(report.queued)
     result = None if no_wait or not ids else node.index_and_follow(ids)
     damaged = f", {len(report.damaged)} left alone (damaged source)" if report.damaged else ""
-    stdout.print(_outcome_line(len(ids), result) + damaged)
-    return 1 if report.damaged else _exit_code(result)
+    gone = f", {len(report.not_found)} not found" if report.not_found else ""
+    stdout.print(_outcome_line(len(ids), result) + damaged + gone)
+    return 1 if report.damaged or report.not_found else _exit_code(result)

@@ -19,8 +19,18 @@ import socket
 import struct
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from kbtui.api import API_PREFIX, SOCKET_NAME
+from kbtui.api.identity import (
+    BASE_HEADER,
+    CHALLENGE_HEADER,
+    PROOF_HEADER,
+    NotOurNode,
+    is_own_socket,
+    new_challenge,
+    read_identity,
+)
 from kbtui.printable import printable
 
 ALL = "all"
@@ -189,6 +199,17 @@ class _Node:
         self.path = os.path.join(home, SOCKET_NAME)
         if len(self.path.encode()) > _MAX_SOCKET_PATH:
             raise _NotHere
+        # Only this data directory's own node (kbtui.api.identity); anything
+        # else is for the full command, which says what is wrong in one line.
+        try:
+            if not is_own_socket(Path(self.path)):
+                raise _NotHere
+        except NotOurNode:
+            raise _NotHere from None
+        identity = read_identity(Path(home))
+        if identity is None:
+            raise _NotHere
+        self.identity = identity
 
     def collections(self) -> list[str]:
         return self._request("GET", "/collections", None)["collections"]
@@ -202,8 +223,10 @@ class _Node:
 
     def _request(self, method: str, target: str, payload: object) -> dict:
         body = b"" if payload is None else json.dumps(payload).encode()
+        challenge = new_challenge()
         head = (f"{method} {API_PREFIX}{target} HTTP/1.1\r\nHost: kbtui\r\nConnection: close\r\n"
-                "Accept: application/json\r\n")
+                f"Accept: application/json\r\n{BASE_HEADER}: {self.identity.base_id}\r\n"
+                f"{CHALLENGE_HEADER}: {challenge}\r\n")
         if payload is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -219,7 +242,9 @@ class _Node:
             answer = bytearray()
             while chunk := sock.recv(65536):
                 answer += chunk
-        status, content = _split(bytes(answer))
+        status, headers, content = _split(bytes(answer))
+        if not self.identity.proves(challenge, headers.get(PROOF_HEADER)):
+            raise _NotHere  # not our knowledge base's node: the full command refuses it in one line
         if status != 200:
             raise _NotHere  # the full command asks again and shows the node's error
         found = json.loads(content)
@@ -228,8 +253,8 @@ class _Node:
         return found
 
 
-def _split(answer: bytes) -> tuple[int, bytes]:
-    """Status and body of a whole HTTP/1.1 response (chunked or not)."""
+def _split(answer: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of a whole HTTP/1.1 response (chunked or not)."""
     head, _, body = answer.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
@@ -241,7 +266,7 @@ def _split(answer: bytes) -> tuple[int, bytes]:
         body = _unchunk(body)
     elif "content-length" in headers:
         body = body[: int(headers["content-length"])]
-    return status, body
+    return status, headers, body
 
 
 def _unchunk(data: bytes) -> bytes:

@@ -6,14 +6,16 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 
 import click
+from rich.console import Console
 
 from actors.events import DocumentReleased, DocumentStatusChanged
 from kbtui.api.transport import NodeUnavailable
-from kbtui.cli.common import cli, log, open_node, shown, stdout
+from kbtui.cli.common import advance, cli, log, open_node, shown, stdout
 from kbtui.logs import LogLine, configure_logging
 from kbtui.node import PROBLEM, Node, examination_json, examine_data_directory
 from kbtui.reasons import INTERRUPTED
@@ -24,7 +26,7 @@ from kbtui.reasons import INTERRUPTED
               help="Also serve the API on this loopback TCP address, with the token in $KBTUI_HOME/api.token.")
 @click.pass_context
 def serve(ctx: click.Context, listen: str | None) -> int:
-    """Run the node headless until SIGINT/SIGTERM: index queued documents,
+    """Run the node headless until SIGINT, SIGTERM or SIGHUP: index queued documents,
     keep the sources in sync (rescanned at start, then watched) and serve
     the local API (on the socket api.sock in the data directory)."""
     from kbtui.api.server import ApiServer, parse_listen
@@ -36,13 +38,14 @@ def serve(ctx: click.Context, listen: str | None) -> int:
         file_level=logging.getLevelName(os.environ.get("KBTUI_LOG_LEVEL", "INFO").upper()),
     )
     stopping = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: an SSH disconnect sends it, and it must drain, not kill.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda *_: stopping.set())
     api = ApiServer(node, listen=listen_at)
     try:
         with node.pipeline(listeners=[api.relay], watch=True) as runtime:
             api.start(runtime)
-            log.info("node running (pid %d); stop with Ctrl-C or SIGTERM", os.getpid())
+            log.info("node running (pid %d); stop with Ctrl-C, SIGTERM or SIGHUP", os.getpid())
             while not stopping.wait(SERVE_REPORT_INTERVAL_S):
                 state = runtime.state()
                 counts = node.status().counts
@@ -147,24 +150,39 @@ _SEVERITY_LABEL = {
 }
 
 
+_SOURCE_PROBLEM = {
+    "missing": "missing", "bad_header": "damaged header", "failed_authentication": "fails authentication",
+    "unreadable": "cannot be read", "other_bytes": "other bytes than the catalog recorded",
+}
+
+
 @cli.command()
+@click.option("--quick", is_flag=True, help="Only check that each source is there with a blob header (no decryption).")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
 @click.option("--upgrade-blobs", is_flag=True,
               help="First give every source stored in the old format its sealed label (kbtui recover needs it); writes.")
 @click.pass_context
-def doctor(ctx: click.Context, as_json: bool, upgrade_blobs: bool) -> int:
+def doctor(ctx: click.Context, quick: bool, as_json: bool, upgrade_blobs: bool) -> int:
     """Check the data directory: catalog, key, permissions, sources, vector index.
 
-    Says what is wrong and what to do; changes nothing (except with
-    --upgrade-blobs). Exits 0 when the directory is healthy, 3 when it has a
-    problem that must be fixed first.
+    Decrypts and authenticates every encrypted source (--quick: only checks
+    that each is there). Says what is wrong and what to do; changes nothing
+    (except with --upgrade-blobs). Exits 0 when the directory is healthy, 3
+    when it has a problem that must be fixed first (a damaged source included).
     """
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
     upgraded = None
     if upgrade_blobs:
         from kbtui.cli.backup import run_blob_upgrade
 
         upgraded = run_blob_upgrade(ctx.obj, as_json=as_json)
-    found = examine_data_directory(ctx.obj.home)
+    with Progress(
+        TextColumn("[bold]authenticating sources"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True), disable=quick or not sys.stderr.isatty(), transient=True,
+    ) as progress:
+        task = progress.add_task("authenticating", total=None)
+        found = examine_data_directory(ctx.obj.home, quick=quick, progress=advance(progress, task))
     if as_json:
         click.echo(json.dumps({**examination_json(found), **({"upgrade": upgraded} if upgraded else {})}, indent=2))
     else:
@@ -174,6 +192,13 @@ def doctor(ctx: click.Context, as_json: bool, upgrade_blobs: bool) -> int:
             if finding.action:
                 line += f" [dim]→ {shown(finding.action)}[/]"
             stdout.print(line)
+        if found.damaged:
+            stdout.print("documents whose source is damaged:")
+        for damaged in found.damaged:
+            stdout.print(
+                f"  {shown(damaged.name)} [dim]· {damaged.document_id[:12]}[/] "
+                f"{_SOURCE_PROBLEM.get(damaged.problem, damaged.problem)}"
+            )
         problems = sum(1 for f in found.findings if f.severity == PROBLEM)
         stdout.print("healthy" if found.healthy else f"{problems} problem(s): fix them before using this data directory")
     return 0 if found.healthy else 3

@@ -15,10 +15,11 @@ import click
 from rich.markup import escape
 
 from kbtui.api.shapes import explain_json, hit_json
-from kbtui.cli.common import cli, existing_collection, open_node, shown, stdout
+from kbtui.cli.common import FiniteFloatRange, cli, existing_collection, open_node, shown, stdout
 from kbtui.cli.fast import hits_tsv, quiet_notice, search_json
 from kbtui.cli.output import chosen_format, format_option
 from kbtui.collections import canonical_collection_id
+from kbtui.errors import KbtuiError
 from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.retrieval.results import ALL_COLLECTIONS, EXACT, NONE, RELATED, Hit, MatchSignal
 from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
@@ -53,7 +54,7 @@ MATCH_NOTICES = {
 @click.option("-n", "--limit", type=click.IntRange(1, 200), default=None, help="Number of hits.")
 @click.option("-d", "--document", "document", help="Only this document (id or prefix).")
 @click.option("--chunks", is_flag=True, help="Every matching chunk (default: each document's best chunk).")
-@click.option("--min-score", "min_score", type=click.FloatRange(0.0, 1.0), default=None,
+@click.option("--min-score", "min_score", type=FiniteFloatRange(0.0, 1.0), default=None,
               help="Only hits at least this relevant (0..1: similarity in meaning, or share of the query's words).")
 @click.option("--neighbors", is_flag=True, help="Also return each hit's neighbouring chunks.")
 @click.option("--explain", is_flag=True, help="Show per-arm ranks and scores, the lexical plan and timings.")
@@ -69,18 +70,20 @@ def search(
     On a terminal: each hit with its place and a highlighted snippet. In a pipe
     (or --format tsv): a header line and one tab-separated line per hit.
     """
+    if document is not None and not document.strip():
+        raise KbtuiError("--document: an empty reference; give a document's name, id or id prefix")
     shown_as = chosen_format(output_format, as_json)
     if shown_as == "tsv" and output_format is None and (explain or neighbors):
         shown_as = "table"  # the ranks and neighbours have no columns: they are for reading
     node = open_node(ctx, read_only=True)
     everywhere = collection is not None and collection.strip().lower() == "all"
     if everywhere:
-        if document:
+        if document is not None:
             raise click.UsageError("--document needs a collection, not 'all'")
         collection_id = ALL_COLLECTIONS
     else:
         collection_id = existing_collection(node, collection) if collection else canonical_collection_id(None)
-    document_id = node.find_document(document, collection_id).document_id if document else None
+    document_id = node.find_document(document, collection_id).document_id if document is not None else None
     response = node.search(
         query, collection_id, limit=limit, document_id=document_id, expand_neighbors=neighbors,
         per_document=not chunks, min_relevance=min_score,
@@ -214,12 +217,12 @@ def eval_command(
     chunk, and reports lexical-only, vector-only and hybrid search.
     """
     import dataclasses
-    import tempfile
 
     from rich.table import Table
 
     from kbtui.node import Node
     from kbtui.retrieval.eval import load_beir, run_beir
+    from kbtui.retrieval.eval_homes import temporary_eval_home
 
     collection = load_beir(Path(beir_dir))
     chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
@@ -230,7 +233,7 @@ def eval_command(
         # The temporary knowledge base holds a key and the corpus's text: it must
         # go on SIGTERM too, not only on Ctrl-C (entered first, so it is left last).
         stack.enter_context(_terminate_as_interrupt())
-        home = eval_home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kbtui-eval-home-")))
+        home = eval_home or stack.enter_context(temporary_eval_home())
         config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
         node = Node.open(config)
         try:

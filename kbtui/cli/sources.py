@@ -22,7 +22,7 @@ from kbtui.printable import human_size, printable
 from kbtui.reads import Status
 from kbtui.sources.rules import SkipReason, path_skip_reason
 from kbtui.sources.sync import OUTCOMES, SyncFailed, SyncReport, inspect_path
-from store.errors import storage_problem
+from store.errors import StoreError, is_disk_full, storage_problem
 
 # Skips that mean a file could not be read as it should: each is named on
 # stderr and makes the command exit 1. Every other skip is a rule working.
@@ -36,6 +36,7 @@ _EXPLANATIONS = {
                           "--include-sensitive adds such files",
     SkipReason.GENERATED: "it is inside a generated directory (build output, dependencies, caches)",
     SkipReason.UNSUPPORTED_FORMAT: "its format is not supported",
+    SkipReason.PSEUDO_FILE: "it is a kernel pseudo-file (as in /proc) that does not report its size",
     SkipReason.UNSAFE_NAME: "its name cannot be used safely",
     SkipReason.NAME_COLLISION: "another file has the same name once normalised",
     SkipReason.SYMLINK: "it is a symbolic link",
@@ -113,11 +114,28 @@ def check_source_paths(paths: Sequence[str], *, include_sensitive: bool) -> list
     return targets
 
 
-def storage_failure(failure: SyncFailed) -> None:
-    """A scan that stopped because the data directory is full (or locked) says so, as every command does."""
-    problem = storage_problem(failure.__cause__) if failure.__cause__ is not None else None
-    if problem is not None:
+def storage_failure(failure: BaseException, node: Node, *, since: float) -> None:
+    """If a scan stopped because the data directory is full (or the database
+    stayed locked), raise the one line that says so, as every command does,
+    with how many documents the command had stored as Pending by then
+    (``since``: when it started): never "nothing was changed" after documents
+    were stored. Otherwise return (the caller re-raises or reports)."""
+    cause = failure.__cause__ if isinstance(failure, SyncFailed) else failure
+    problem = storage_problem(cause) if cause is not None else None
+    if problem is None:
+        return
+    stored = len(node.documents(status=Status.PENDING.value, updated_since=since))
+    if not stored:
         raise problem from None
+    if cause is not None and is_disk_full(cause):
+        raise StoreError(
+            f"no space left for the data directory (disk full); {stored} document(s) stored as Pending before "
+            "it stopped; they will be indexed when there is space"
+        ) from None
+    raise StoreError(
+        f"the database stayed locked by another kbtui process; {stored} document(s) stored as Pending before "
+        "it stopped; a running node or the next command indexes them, and kbtui sync scans the rest"
+    ) from None
 
 
 def report_troubles(report: SyncReport, target: SourceTarget | None) -> int:
@@ -311,6 +329,7 @@ def sync_command(
     collection_id = _collection(collection)
     rows = [node.resolve_source(s, collection_id) for s in sources] if sources else node.sources(collection_id)
     rows = list({row.source.id: row for row in rows}.values())
+    started = time.time()
     reports: list[tuple[SourceRow, SyncReport]] = []
     troubles = 0
     failures: list[str] = []
@@ -323,13 +342,16 @@ def sync_command(
                     on_progress=advance(progress, task),
                 )
         except SyncFailed as failure:
-            storage_failure(failure)
+            storage_failure(failure, node, since=started)
             report = failure.report
             failures.append(failure.message)
         except KbtuiError as problem:
             click.echo(f"kbtui: source {row.source.id[:12]}: {problem.message}", err=True)
             failures.append(problem.message)
             continue
+        except Exception as failure:  # a full disk says what was stored; the rest goes on up
+            storage_failure(failure, node, since=started)
+            raise
         troubles += report_troubles(report, None)
         reports.append((row, report))
     pending = list(dict.fromkeys(d for _, r in reports for d in r.pending_document_ids))

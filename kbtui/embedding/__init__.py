@@ -101,11 +101,13 @@ def make_provider(
     query_timeout_s: float = 5.0,
     connect_timeout_s: float = 2.0,
     identity_ttl_s: float = 60.0,
+    local_only: bool = True,
 ) -> EmbeddingProvider:
     """Build the provider named in the configuration.
 
     Building never touches the network or loads a model: a provider that
     cannot serve says so when it is first used, so search can degrade.
+    ``local_only`` holds a server provider to loopback addresses at every connection.
     """
     if vector_mode not in VECTOR_MODES:
         raise KbtuiError(f"unknown embedding vector mode {vector_mode!r} (expected one of: {', '.join(VECTOR_MODES)})")
@@ -129,5 +131,6 @@ def make_provider(
             query_timeout_s=query_timeout_s,
             connect_timeout_s=connect_timeout_s,
             identity_ttl_s=identity_ttl_s,
+            local_only=local_only,
         )
     raise KbtuiError(f"unknown embedding provider {name!r} (expected one of: {', '.join(PROVIDER_NAMES)})")

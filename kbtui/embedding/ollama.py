@@ -6,6 +6,11 @@ replaced under the same tag changes identity. The identity is re-resolved
 after ``identity_ttl_s`` (and on :meth:`refresh_identity`); while the server is
 unreachable or the model is not installed the identity is the configured name
 with an unresolved digest and ``identity_confident`` is False.
+
+Unless the operator allowed remote models, every connection is made only to
+the loopback addresses the host resolves to at that moment
+(:func:`ollama_client`): chunk text never leaves the machine, even when DNS
+changes under a running node.
 """
 
 from __future__ import annotations
@@ -15,18 +20,56 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import httpcore
 import httpx
 import numpy as np
 import ollama
 
 from kbtui.embedding import UNRESOLVED_DIGEST, EmbeddingUnavailable, VectorIdentity
 from kbtui.embedding.policy import VectorPolicy, policy_for
+from kbtui.loopback import NotLoopback, loopback_addresses
 
 DEFAULT_OLLAMA_MODEL = "nomic-embed-text:v1.5"
 DIGEST_HEX_CHARS = 16
 # After a failed resolution, wait this long before asking the server again,
 # so a search against a dead server does not pay a connect attempt each time.
 UNRESOLVED_RETRY_S = 5.0
+
+
+class LoopbackOnlyBackend(httpcore.SyncBackend):
+    """httpcore's network backend, connecting only to the loopback addresses a host resolves to now."""
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options=None,
+    ) -> httpcore.NetworkStream:
+        try:
+            addresses = loopback_addresses(host, port)
+        except OSError as exc:  # the name did not resolve: an ordinary connect failure
+            raise httpcore.ConnectError(type(exc).__name__) from None
+        last: httpcore.ConnectError | None = None
+        for _, sockaddr in addresses:
+            try:
+                return super().connect_tcp(str(sockaddr[0]), port, timeout, local_address, socket_options)
+            except httpcore.ConnectError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+
+def ollama_client(host: str, *, timeout: httpx.Timeout | float, local_only: bool) -> ollama.Client:
+    """An Ollama client that never uses a proxy from the environment and, when
+    ``local_only``, connects only to loopback addresses (else :class:`NotLoopback`)."""
+    if not local_only:
+        return ollama.Client(host=host, timeout=timeout, trust_env=False)
+    transport = httpx.HTTPTransport(trust_env=False)
+    # httpx has no public hook for name resolution; the pool under it takes a network backend.
+    transport._pool = httpcore.ConnectionPool(network_backend=LoopbackOnlyBackend())
+    return ollama.Client(host=host, timeout=timeout, trust_env=False, transport=transport)
 
 
 @dataclass(frozen=True)
@@ -49,18 +92,18 @@ class OllamaEmbedder:
         query_timeout_s: float = 5.0,
         connect_timeout_s: float = 2.0,
         identity_ttl_s: float = 60.0,
+        local_only: bool = True,
     ) -> None:
         self._configured = model
         self._vector_mode = vector_mode
         policy_for(model, vector_mode)  # reject an unknown mode at start-up
         self._batch_size = max(1, batch_size)
         self._identity_ttl_s = identity_ttl_s
-        # trust_env=False: a proxy from the environment must never see our text.
-        self._client = ollama.Client(
-            host=host, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), trust_env=False
+        self._client = ollama_client(
+            host, timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s), local_only=local_only
         )
-        self._query_client = ollama.Client(
-            host=host, timeout=httpx.Timeout(query_timeout_s, connect=connect_timeout_s), trust_env=False
+        self._query_client = ollama_client(
+            host, timeout=httpx.Timeout(query_timeout_s, connect=connect_timeout_s), local_only=local_only
         )
         self._lock = threading.Lock()
         self._resolved: ResolvedModel | None = None
@@ -199,6 +242,10 @@ class OllamaEmbedder:
                 ) from None
             raise EmbeddingUnavailable(
                 "embedder_error", f"Ollama answered with HTTP status {exc.status_code}", retryable=True
+            ) from None
+        except NotLoopback:
+            raise EmbeddingUnavailable(
+                "embedder_not_local", "the Ollama host resolved to an address off this machine", retryable=True
             ) from None
         except httpx.TimeoutException:
             raise EmbeddingUnavailable("embedder_timeout", "the Ollama server did not answer in time", retryable=True) from None

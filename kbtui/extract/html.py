@@ -2,7 +2,8 @@
 
 A deterministic walk over lxml's tree keeps headings, code and tables in
 order: boilerplate such as navigation, footers, sidebars, scripts and styles
-is dropped by tag and ARIA role, and when the page marks its main content
+is dropped by tag and ARIA role, hidden elements (``hidden``, ``aria-hidden``,
+an inline ``display: none``) are not read, and when the page marks its main content
 (``<main>``, ``role="main"``, or a single ``<article>``) only that is read.
 A page without such a landmark (DocBook, texinfo and older generators put
 their menus in plain tables and divs) is also given to trafilatura, which is
@@ -43,6 +44,12 @@ SKIPPED_TAGS = {
 SKIPPED_ROLES = {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "toolbar"}
 # Permalink anchors that documentation generators put inside headings.
 SKIPPED_CLASSES = {"headerlink"}
+# An inline style that hides its element from every reader: what no one sees is not indexed.
+_HIDING_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|content-visibility\s*:\s*hidden)"
+    r"\s*(?:!\s*important\s*)?(?:;|$)",
+    re.IGNORECASE,
+)
 BLOCK_TAGS = {
     "html", "body", "main", "article", "section", "header", "div", "p", "blockquote", "ul", "ol", "li",
     "dl", "dt", "dd", "figure", "figcaption", "address", "details", "summary", "center", "fieldset",
@@ -89,10 +96,22 @@ def _is_skipped(element: etree._Element) -> bool:
     attributes = element.attrib
     if attributes.get("role", "").lower() in SKIPPED_ROLES:
         return True
-    if "hidden" in attributes or attributes.get("aria-hidden", "").lower() == "true":
+    if _is_hidden(attributes):
         return True
     classes = attributes.get("class")
     return bool(classes) and not SKIPPED_CLASSES.isdisjoint(classes.split())
+
+
+def _is_hidden(attributes) -> bool:
+    """Hidden from readers: the ``hidden`` attribute (but ``until-found``, which
+    find-in-page reveals), ``aria-hidden="true"`` (decoration, duplicates), or
+    an inline ``display: none`` / ``visibility: hidden``."""
+    hidden = attributes.get("hidden")
+    if hidden is not None and hidden.strip().lower() != "until-found":
+        return True
+    if attributes.get("aria-hidden", "").strip().lower() == "true":
+        return True
+    return bool(_HIDING_STYLE.search(attributes.get("style", "")))
 
 
 def _text_of(element: etree._Element, *, keep_whitespace: bool = False) -> str:
@@ -132,7 +151,9 @@ def _table_rows(table: etree._Element) -> list[str]:
     rows = []
     # Rows of this table only; a nested table's text stays inside its cell.
     for row in table.xpath("./tr | ./thead/tr | ./tbody/tr | ./tfoot/tr"):
-        cells = [_text_of(cell) for cell in row.xpath("./th | ./td")]
+        if _is_skipped(row):
+            continue
+        cells = [_text_of(cell) for cell in row.xpath("./th | ./td") if not _is_skipped(cell)]
         if any(cells):
             rows.append(" | ".join(cells))
     return rows

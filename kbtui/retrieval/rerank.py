@@ -2,7 +2,9 @@
 
 The client speaks the server's rerank endpoint (``POST /v1/rerank`` with
 ``query`` and ``documents``; the answer lists ``index`` and
-``relevance_score``) on loopback only. It never starts the server: an
+``relevance_score``) on loopback only (unless ``allow_cloud_model_access``),
+checked on the URL and again on the addresses its host resolves to at each
+connection. It never starts the server: an
 unreachable or still-loading server is *cold* and the search carries on in
 fusion order while it asks for a warm (:func:`reranker_warmer` is the
 PrewarmManager's warmer). A request still running at the search deadline is
@@ -18,7 +20,6 @@ latency budget is already spent.
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import logging
 import math
@@ -30,6 +31,7 @@ from urllib.parse import urlsplit
 
 from kbtui.config import Config
 from kbtui.errors import KbtuiError
+from kbtui.loopback import NotLoopback, connect_loopback, is_loopback_url
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +51,11 @@ BUSY = "busy"
 DEADLINE = "deadline"
 MALFORMED = "malformed"
 FAILED = "failed"
+NOT_LOCAL = "not_local"  # the host resolved off this machine: nothing was sent
 
 
 class RerankerConfigError(KbtuiError):
-    """The configured reranker URL is not a loopback http URL."""
+    """The configured reranker URL is not an http URL (on loopback unless remote models are allowed)."""
 
 
 @dataclass(frozen=True)
@@ -90,23 +93,29 @@ def rerank_skip_reason(
     return None
 
 
-def loopback_endpoint(url: str) -> tuple[str, int]:
-    """Host and port of an ``http://`` URL on this machine; anything else is refused."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.scheme != "http" or not host:
+def reranker_endpoint(url: str, *, local_only: bool = True) -> tuple[str, int]:
+    """Host and port of an ``http://`` URL, on this machine when ``local_only``; anything else is refused."""
+    try:
+        parts = urlsplit(url)
+        scheme, host, port = parts.scheme, parts.hostname or "", parts.port or 80
+    except ValueError:  # a port out of range, a broken IPv6 literal
+        scheme, host, port = "", "", 0
+    if scheme != "http" or not host:
         raise RerankerConfigError("reranker_url must be an http:// URL on this machine")
-    if host != "localhost":
-        try:
-            if not ipaddress.ip_address(host).is_loopback:
-                raise ValueError
-        except ValueError:
-            raise RerankerConfigError("reranker_url must point at a loopback address") from None
-    return host, parts.port or 80
+    if local_only and not is_loopback_url(url):
+        raise RerankerConfigError("reranker_url must point at a loopback address")
+    return host, port
+
+
+class _LoopbackConnection(http.client.HTTPConnection):
+    """An HTTP connection made only to the loopback addresses its host resolves to now."""
+
+    def connect(self) -> None:
+        self.sock = connect_loopback(self.host, self.port, self.timeout)
 
 
 class LlamaServerReranker:
-    """A client of one running llama-server rerank model on loopback."""
+    """A client of one running llama-server rerank model (on loopback unless ``local_only`` is off)."""
 
     def __init__(
         self,
@@ -115,8 +124,10 @@ class LlamaServerReranker:
         *,
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        local_only: bool = True,
     ) -> None:
-        self.host, self.port = loopback_endpoint(url)
+        self.host, self.port = reranker_endpoint(url, local_only=local_only)
+        self._connection_class = _LoopbackConnection if local_only else http.client.HTTPConnection
         self.model = model
         self.request_timeout_s = request_timeout_s
         self.connect_timeout_s = connect_timeout_s
@@ -170,12 +181,15 @@ class LlamaServerReranker:
         return RerankOutcome(None, DEADLINE)
 
     def _post(self, body: bytes, count: int) -> RerankOutcome:
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout_s)
+        connection = self._connection_class(self.host, self.port, timeout=self.connect_timeout_s)
         try:
             try:
                 connection.connect()
             except OSError:
                 return RerankOutcome(None, COLD)  # nothing listening: never started, or gone
+            except NotLoopback:
+                log.warning("reranker refused: its host resolved to an address off this machine")
+                return RerankOutcome(None, NOT_LOCAL)
             connection.sock.settimeout(self.request_timeout_s)
             connection.request("POST", RERANK_PATH, body, {"Content-Type": "application/json"})
             response = connection.getresponse()
@@ -194,13 +208,13 @@ class LlamaServerReranker:
 
     def health(self) -> bool:
         """True when the server answers its health check with 200 (model loaded)."""
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout_s)
+        connection = self._connection_class(self.host, self.port, timeout=self.connect_timeout_s)
         try:
             connection.request("GET", HEALTH_PATH)
             response = connection.getresponse()
             response.read(4096)
             return response.status == 200
-        except (OSError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException, NotLoopback):
             return False
         finally:
             connection.close()
@@ -250,4 +264,6 @@ def build_reranker(config: Config) -> LlamaServerReranker | None:
     """The configured reranker client, or None when reranking is off."""
     if not config.reranker_url:
         return None
-    return LlamaServerReranker(config.reranker_url, config.reranker_model)
+    return LlamaServerReranker(
+        config.reranker_url, config.reranker_model, local_only=not config.allow_cloud_model_access
+    )

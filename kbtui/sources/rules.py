@@ -34,6 +34,7 @@ class SkipReason(StrEnum):
     TOO_LARGE = "too_large"
     AGGREGATE_LIMIT = "aggregate_limit"
     CHANGED_DURING_READ = "changed_during_read"
+    PSEUDO_FILE = "pseudo_file"  # /proc and the like: no size, yet content
     BINARY_CONTENT = "binary_content"
     GITIGNORED = "gitignored"
     TOO_DEEP = "too_deep"

@@ -23,6 +23,8 @@ import ollama
 import pydantic
 
 from kbtui.config import Config
+from kbtui.embedding.ollama import ollama_client
+from kbtui.loopback import NotLoopback
 from kbtui.retrieval.search import SearchResponse
 from kbtui.tools.knowledge import KnowledgeBase, KnowledgeTools, Searcher, Source
 from kbtui.tools.locality import (
@@ -48,6 +50,7 @@ CHAT_MODEL_UNREACHABLE = "chat_model_unreachable"
 CHAT_MODEL_TIMEOUT = "chat_model_timeout"
 CHAT_MODEL_NOT_FOUND = "chat_model_not_found"
 CHAT_MODEL_ERROR = "chat_model_error"
+CHAT_MODEL_NOT_LOCAL = "chat_model_not_local"
 
 STATUS_MESSAGES = {
     NO_CHAT_MODEL: "No chat model is configured (set chat_model in config.toml or pass a model).",
@@ -55,6 +58,10 @@ STATUS_MESSAGES = {
     CHAT_MODEL_TIMEOUT: "The chat model did not answer in time.",
     CHAT_MODEL_NOT_FOUND: "The chat model is not installed on the Ollama server (try `ollama pull`).",
     CHAT_MODEL_ERROR: "The chat model failed to answer.",
+    CHAT_MODEL_NOT_LOCAL: (
+        "The chat model's host resolved to an address off this machine; nothing was sent "
+        "(set allow_cloud_model_access = true to allow a remote model)."
+    ),
 }
 
 MAX_TOOL_ROUNDS = 4
@@ -93,17 +100,19 @@ class ChatModel(Protocol):
 class OllamaChatModel:
     """A chat model behind Ollama's /api/chat (non-streaming, with tool calls)."""
 
-    def __init__(self, endpoint: ModelEndpoint, *, timeout_s: float) -> None:
+    def __init__(self, endpoint: ModelEndpoint, *, timeout_s: float, local_only: bool = True) -> None:
         self.endpoint = endpoint
-        # trust_env=False: a proxy from the environment must never carry a
-        # loopback request (and the documents in it) off the machine.
-        self._client = ollama.Client(host=endpoint.host, timeout=timeout_s, trust_env=False)
+        # Never through a proxy from the environment; when local_only, only to
+        # the loopback addresses the host resolves to at each connection.
+        self._client = ollama_client(endpoint.host, timeout=timeout_s, local_only=local_only)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None) -> ChatTurn:
         try:
             response = self._client.chat(model=self.endpoint.model, messages=list(messages), tools=tools, stream=False)
         except ConnectionError:
             raise ChatModelUnavailable(CHAT_MODEL_UNREACHABLE) from None
+        except NotLoopback:
+            raise ChatModelUnavailable(CHAT_MODEL_NOT_LOCAL) from None
         except httpx.TimeoutException:
             raise ChatModelUnavailable(CHAT_MODEL_TIMEOUT) from None
         except httpx.TransportError:
@@ -208,7 +217,7 @@ def answer_question(
         log.info("ask refused: %s", decision.reason)
         return AskOutcome(CLOUD_REFUSED, "", endpoint.model, notice=decision.notice())
     owned = chat is None
-    chat = chat or OllamaChatModel(endpoint, timeout_s=config.chat_timeout_s)
+    chat = chat or OllamaChatModel(endpoint, timeout_s=config.chat_timeout_s, local_only=decision.node_local)
     tools = KnowledgeTools(knowledge, scope=collection_id)
     try:
         return _run_turn(question, collection_id, chat, tools, decision)

@@ -11,11 +11,10 @@ set ``allow_cloud_model_access = true``.
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from kbtui.config import Config
+from kbtui.loopback import is_loopback_url
 
 OLLAMA = "ollama"
 LLAMA_CPP = "llama.cpp"
@@ -64,21 +63,9 @@ def effective_chat_model(config: Config, *, pinned_model: str | None = None, pin
 
 
 def is_loopback_host(url: str) -> bool:
-    """True when ``url`` names this machine by a loopback address (or ``localhost``)."""
-    try:
-        host = urlsplit(url if "://" in url else f"http://{url}").hostname
-    except ValueError:
-        return False
-    if not host:
-        return False
-    if host.rstrip(".").lower() == "localhost":
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+    """True when ``url`` names this machine by a loopback address (or ``localhost``);
+    the addresses the name resolves to are checked again at each connection."""
+    return is_loopback_url(url)
 
 
 def is_cloud_offloaded_model(model: str) -> bool:

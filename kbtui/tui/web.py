@@ -6,9 +6,13 @@ terminal. textual-serve has no access control of its own, and the page shows
 decrypted names and document text, so:
 
 - it listens on the loopback address unless told otherwise;
-- every session needs a random token made at start (in the URL printed once;
-  the page turns it into a same-site, HTTP-only cookie), so another user of
-  the machine cannot open it;
+- every session needs a random token made at start, printed once in a URL:
+  opening it moves the token into a same-site, HTTP-only cookie and
+  redirects to the address without it (so it is not left in the address bar,
+  the history or a Referer); every other request needs the cookie. Another
+  user of the machine cannot open the page;
+- at most ``max_sessions`` browser sessions run at once (each is a ``kbtui``
+  process): more are refused (503) until one closes;
 - the websocket accepts only this server's own origin (a web page elsewhere
   in the operator's browser cannot drive it);
 - the page loads nothing from the internet (textual-serve's page asks Google
@@ -37,6 +41,7 @@ from textual_serve.server import Server
 TOKEN_COOKIE = "kbtui_web_token"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8023
+DEFAULT_MAX_SESSIONS = 4
 _FONT_LINE = "fonts.googleapis.com"
 
 
@@ -66,9 +71,13 @@ def offline_page() -> str:
 class KbtuiWebServer(Server):
     """textual-serve's server with a session token, an origin check and no request log."""
 
-    def __init__(self, command: str, *, host: str, port: int, token: str) -> None:
+    def __init__(
+        self, command: str, *, host: str, port: int, token: str, max_sessions: int = DEFAULT_MAX_SESSIONS
+    ) -> None:
         super().__init__(command, host=host, port=port, title="kbtui")
         self.token = token
+        self.max_sessions = max_sessions
+        self.sessions = 0
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
@@ -76,21 +85,38 @@ class KbtuiWebServer(Server):
         aiohttp_jinja2.setup(app, loader=jinja2.DictLoader({"app_index.html": offline_page()}))
         return app
 
+    def _is_token(self, offered: str) -> bool:
+        return hmac.compare_digest(offered.encode(), self.token.encode())
+
     @web.middleware
     async def _guard(self, request: web.Request, handler: Any) -> web.StreamResponse:
         if request.path.startswith("/static/"):
             return await handler(request)  # the page's own scripts, styles and fonts: nothing private
-        offered = request.query.get("token") or request.cookies.get(TOKEN_COOKIE, "")
-        if not hmac.compare_digest(offered.encode(), self.token.encode()):
+        offered = request.query.get("token")
+        if offered is not None:
+            if request.path != "/" or not self._is_token(offered):
+                raise web.HTTPForbidden(text="kbtui web: open the URL printed when the server started (it carries a token)")
+            # The token leaves the address at once: into the cookie, then the same page without it.
+            clean = request.rel_url.with_query({k: v for k, v in request.query.items() if k != "token"})
+            redirect = web.HTTPSeeOther(str(clean), headers={"Referrer-Policy": "no-referrer"})
+            redirect.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="Strict")
+            raise redirect
+        if not self._is_token(request.cookies.get(TOKEN_COOKIE, "")):
             raise web.HTTPForbidden(text="kbtui web: open the URL printed when the server started (it carries a token)")
-        if request.path == "/ws":
-            origin = request.headers.get("Origin")
-            if origin is not None and origin != self.public_url:
-                raise web.HTTPForbidden(text="kbtui web: wrong origin")
-        response = await handler(request)
-        if request.path == "/" and "token" in request.query:
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="Strict")
-        return response
+        if request.path != "/ws":
+            return await handler(request)
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != self.public_url:
+            raise web.HTTPForbidden(text="kbtui web: wrong origin")
+        if self.sessions >= self.max_sessions:
+            raise web.HTTPServiceUnavailable(
+                text=f"kbtui web: {self.max_sessions} browser session(s) are open, the most it runs; close one"
+            )
+        self.sessions += 1  # the websocket's handler lasts as long as its session
+        try:
+            return await handler(request)
+        finally:
+            self.sessions -= 1
 
     async def on_startup(self, app: web.Application) -> None:
         print(f"kbtui web: serving the terminal UI on {self.public_url}/?token={self.token}", flush=True)
@@ -108,8 +134,10 @@ class KbtuiWebServer(Server):
                     access_log=None, print=lambda *args: None)
 
 
-def serve_web(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
+def serve_web(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_sessions: int = DEFAULT_MAX_SESSIONS) -> int:
     """Serve ``kbtui`` (the terminal UI) to browsers until interrupted."""
     command = f"{shlex.quote(sys.executable)} -m kbtui"
-    KbtuiWebServer(command, host=host, port=port, token=secrets.token_urlsafe(24)).serve()
+    KbtuiWebServer(
+        command, host=host, port=port, token=secrets.token_urlsafe(24), max_sessions=max_sessions
+    ).serve()
     return 0

@@ -101,8 +101,9 @@ def test_every_document_route(served, tmp_path):
     assert [c["chunk_id"] for c in neighbours["chunks"]] == [chunk_id]
     assert served.http.get(f"/chunks/{chunk_id}/neighbours", params={"collection": "OTHER"}).json() == {"chunks": []}
 
-    reindexed = served.http.post("/reindex", json={"document_ids": [ids[1]]}).json()
-    assert reindexed == {"queued": [ids[1]], "damaged": []}
+    unknown = "0123456789abcdef0123456789abcdef"
+    reindexed = served.http.post("/reindex", json={"document_ids": [ids[1], unknown]}).json()
+    assert reindexed == {"queued": [ids[1]], "damaged": [], "not_found": [unknown]}
     _indexed(served, ids)
 
     assert served.http.delete(f"/documents/{ids[1]}").json() == {"document_id": ids[1], "removed": True}

@@ -142,3 +142,54 @@ def test_no_data_directory(home):
     result = kbtui(home, "doctor")
     assert result.returncode == 2 and "no knowledge base" in result.stderr
     assert not home.exists()
+
+
+def test_doctor_authenticates_every_source_and_names_the_damaged_documents(home, tmp_path):
+    """On a 1,000-document base: a source truncated at a segment boundary, one
+    with a flipped byte, and two documents' sources swapped. ``--quick`` (files
+    there, headers whole) sees nothing; the default check decrypts every source
+    under its own document's id and names all four (exit 3), changing nothing."""
+    docs = tmp_path / "docs"
+    for number in range(996):
+        write(docs / f"note-{number:04}.md", f"# Note {number}\n\nabout topic {number % 37}\n")
+    for name in ("truncated.md", "flipped.md", "swapped-a.md", "swapped-b.md"):
+        write(docs / name, f"# {name}\n\n" + "a long paragraph of text. " * 8000)  # several 64 KiB segments
+    added = kbtui(home, "add", str(docs), "--json", timeout=600)
+    assert added.returncode == 0, added.stderr
+    ids = {d["display_name"]: d["document_id"] for d in json.loads(added.stdout)}
+    assert len(ids) == 1000
+    blobs = home / "blobs"
+    truncated = blobs / ids["truncated.md"]
+    header_and_one_segment = 32 + 64 * 1024 + 16
+    truncated.write_bytes(truncated.read_bytes()[:header_and_one_segment])
+    flipped = bytearray((blobs / ids["flipped.md"]).read_bytes())
+    flipped[len(flipped) // 2] ^= 0x01
+    (blobs / ids["flipped.md"]).write_bytes(bytes(flipped))
+    swapped_a, swapped_b = blobs / ids["swapped-a.md"], blobs / ids["swapped-b.md"]
+    a_bytes, b_bytes = swapped_a.read_bytes(), swapped_b.read_bytes()
+    swapped_a.write_bytes(b_bytes)
+    swapped_b.write_bytes(a_bytes)
+    before = snapshot(home)
+
+    quick = kbtui(home, "doctor", "--quick", "--json")
+    assert quick.returncode == 0 and json.loads(quick.stdout)["damaged_sources"] == []
+
+    code, report = doctor(home)
+    assert code == 3 and not report["healthy"]
+    assert {(d["name"], d["problem"]) for d in report["damaged_sources"]} == {
+        (name, "failed_authentication") for name in ("flipped.md", "swapped-a.md", "swapped-b.md", "truncated.md")
+    }
+    assert report["authenticated_bytes"] > 996 * 20
+    problem = next(f for f in report["findings"] if f["severity"] == "problem")
+    assert problem["message"].startswith("4 document(s) have an encrypted source that fails authentication")
+    assert "restore blobs/ from a backup" in problem["action"]
+
+    text = kbtui(home, "doctor")
+    assert text.returncode == 3
+    named = [line for line in text.stdout.splitlines() if "fails authentication" in line and "·" in line]
+    assert [line.split()[0] for line in named] == ["flipped.md", "swapped-a.md", "swapped-b.md", "truncated.md"]
+    assert snapshot(home) == before
+
+    shown = kbtui(home, "show", "swapped-a.md")
+    assert shown.returncode == 0 and "source_damaged" in shown.stdout and "cannot be re-indexed" in shown.stdout
+    assert json.loads(kbtui(home, "show", "note-0001.md", "--json").stdout)["source_problem"] is None

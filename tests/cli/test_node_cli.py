@@ -68,8 +68,10 @@ def test_a_client_add_is_indexed_by_the_running_node(home, tmp_path, serving_nod
     assert status["queue"]["accepted"] == 2 and status["queue"]["in_flight"] == 0
 
 
-def test_serve_stops_cleanly_on_sigterm(home, serving_node):
-    serving_node.send_signal(signal.SIGTERM)
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_serve_stops_cleanly_on_sigterm_and_sighup(home, serving_node, stop):
+    """SIGHUP is what an SSH disconnect sends: a drain, like SIGTERM, not a kill."""
+    serving_node.send_signal(stop)
     assert serving_node.wait(timeout=60) == 0
     assert "pipeline stopped" in serving_node.stderr.read()
     assert json.loads(kbtui(home, "status", "--json").stdout)["node_running"] is False

@@ -58,6 +58,27 @@ def test_boilerplate_never_reaches_the_text():
         assert furniture not in text
 
 
+def test_hidden_elements_are_not_indexed():
+    page = b"""<body><main><h1>Visible</h1>
+    <p>shown paragraph</p>
+    <p style="display: none">hiddencanary inline display none</p>
+    <div style="color: red;DISPLAY:NONE !important"><p>hiddencanary nested</p></div>
+    <p style="visibility:hidden">hiddencanary invisible</p>
+    <p hidden>hiddencanary hidden attribute</p>
+    <span aria-hidden="true">hiddencanary decoration</span>
+    <p hidden="until-found">found by find-in-page</p>
+    <p style="display: block">a block is shown</p>
+    <table><tr><td>cell</td><td style="display:none">hiddencanary cell</td></tr>
+      <tr style="display:none"><td>hiddencanary row</td></tr></table>
+    </main></body>"""
+    elements = extract(page, "html")
+    text = " ".join(e.text for e in elements)
+    assert "hiddencanary" not in text
+    assert [e.text for e in elements] == [
+        "Visible", "shown paragraph", "found by find-in-page", "a block is shown", "cell",
+    ]
+
+
 def test_main_content_is_preferred_when_marked():
     page = b"<body><div>Sidebar chatter</div><main><h1>Real</h1><p>content</p></main></body>"
     assert [e.text for e in extract(page, "html")] == ["Real", "content"]

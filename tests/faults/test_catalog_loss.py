@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -140,7 +141,7 @@ def test_a_catalog_of_another_directory_sharing_the_key_is_refused(home, tmp_pat
     make_knowledge_base(other, tmp_path / "other-docs", count=1)
     # As if that knowledge base had been made with a copy of this one's key.
     our_fingerprint = bytes.fromhex(json.loads((home / "node.fingerprint").read_text())["key_fingerprint"])
-    with sqlite3.connect(other / "kb.sqlite3") as conn:
+    with closing(sqlite3.connect(other / "kb.sqlite3")) as conn, conn:  # closed: the write-ahead log folded in
         conn.execute("UPDATE node_meta SET value = ? WHERE key = 'node_key_fingerprint'", (our_fingerprint,))
     before = sources(home)
     remove_catalog(home)
@@ -150,6 +151,55 @@ def test_a_catalog_of_another_directory_sharing_the_key_is_refused(home, tmp_pat
     status = kbtui(home, "status")
     assert status.returncode == 3 and "not the one this data directory was initialised with" in one_line(status.stderr)
     assert sources(home) == before
+
+
+def foreign_catalog_claiming_our_key(home: Path, tmp_path: Path) -> Path:
+    """Another knowledge base whose catalog claims this directory's key (its
+    fingerprint is no secret: a keyed hash of a fixed label, copied over)."""
+    other = tmp_path / "other"
+    make_knowledge_base(other, tmp_path / "other-docs", count=1)
+    our_fingerprint = bytes.fromhex(json.loads((home / "node.fingerprint").read_text())["key_fingerprint"])
+    with closing(sqlite3.connect(other / "kb.sqlite3")) as conn, conn:  # closed: the write-ahead log folded in
+        conn.execute("UPDATE node_meta SET value = ? WHERE key = 'node_key_fingerprint'", (our_fingerprint,))
+    return other / "kb.sqlite3"
+
+
+@pytest.mark.parametrize("unsealed", [False, True], ids=["its-own-seal", "seal-removed"])
+def test_a_foreign_catalog_is_refused_even_without_node_fingerprint(home, tmp_path, unsealed):
+    """With node.fingerprint removed, nothing but the catalog's own claims were
+    left to check, and a catalog claiming this key was taken for the
+    directory's own. Its id is sealed with its own key (refused: not this
+    key); one with that seal stripped knows none of the sources here (refused)."""
+    make_knowledge_base(home, tmp_path / "docs")
+    foreign = foreign_catalog_claiming_our_key(home, tmp_path)
+    if unsealed:
+        with closing(sqlite3.connect(foreign)) as conn, conn:
+            conn.execute("DELETE FROM node_meta WHERE key = 'catalog_id_seal'")
+    before = sources(home)
+    remove_catalog(home)
+    (home / "node.fingerprint").unlink()
+    shutil.copy(foreign, home / "kb.sqlite3")
+    backdate_blobs(home)
+
+    for command in (("status",), ("ls",), ("add", str(write(tmp_path / "new.md", "# New\n\ntext\n")))):
+        refused = kbtui(home, *command)
+        assert refused.returncode == 3, refused.stderr
+        line = one_line(refused.stderr)
+        expected = "knows none of the encrypted sources" if unsealed else "not made with this data directory's node key"
+        assert expected in line
+    assert not (home / "node.fingerprint").exists()  # nothing recorded for the wrong catalog
+    assert sources(home) == before
+
+
+def test_without_node_fingerprint_the_directorys_own_catalog_is_still_accepted(home, tmp_path):
+    """A directory from before node.fingerprint (or one whose record was
+    removed) keeps working with its own catalog, and gets the record back."""
+    make_knowledge_base(home, tmp_path / "docs")
+    recorded = json.loads((home / "node.fingerprint").read_text())
+    (home / "node.fingerprint").unlink()
+    assert kbtui(home, "status").returncode == 0
+    assert kbtui(home, "add", str(write(tmp_path / "more.md", "# More\n\ntext\n"))).returncode == 0
+    assert json.loads((home / "node.fingerprint").read_text()) == recorded
 
 
 def test_a_catalog_restored_from_an_older_backup_keeps_the_newer_sources(home, tmp_path):

@@ -24,6 +24,7 @@ from store.fts import integrity_check
 from store.models import Chunk, Document, Vector
 from tests.actors.conftest import all_indexed, statuses, wait_until
 from tests.conftest import write
+from tests.faults.processes import kbtui, one_line
 
 
 def test_a_full_database_rolls_the_index_transaction_back(node, tmp_path):
@@ -136,3 +137,22 @@ def test_the_node_carries_on_when_space_returns(small_disk, tmp_path, monkeypatc
         assert Chunk.select().count() == sum(d.chunk_count for d in Document.select())
     finally:
         node.close()
+
+
+def test_a_disk_that_fills_during_an_add_says_how_many_documents_were_stored(small_disk, tmp_path):
+    """Not "nothing was changed": the documents stored before the disk filled
+    are there as Pending, and the one line says how many."""
+    if small_disk is None:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    home = small_disk / "kb"
+    for number in range(300):  # about 18 KB each: far more than the 6 MiB disk holds
+        write(tmp_path / "docs" / f"d{number:03}.md", f"# Doc {number}\n\n" + " ".join(f"w{j}" for j in range(3000)))
+    added = kbtui(home, "add", str(tmp_path / "docs"))
+    assert added.returncode == 2
+    line = one_line(added.stderr)
+    listed = json.loads(kbtui(home, "ls", "--json").stdout)
+    assert listed and {d["status"] for d in listed} == {"Pending"}
+    assert line == (
+        f"kbtui: no space left for the data directory (disk full); {len(listed)} document(s) stored as Pending "
+        "before it stopped; they will be indexed when there is space"
+    )

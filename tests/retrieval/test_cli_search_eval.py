@@ -105,3 +105,48 @@ def test_kbtui_eval_home_keeps_the_knowledge_base_and_reuses_it(run_cli, tmp_pat
     (stranger / "notes.txt").write_text("mine")
     assert run_cli("eval", "--beir", str(beir), "--provider", "hash", "--home", str(stranger)).code != 0
     assert run_cli("eval", "--beir", str(beir), "--provider", "hash", "--home", str(home)).code != 0
+
+
+def test_an_eval_base_left_by_a_killed_run_is_swept_by_the_next(tmp_path, home):
+    """SIGKILL leaves the temporary base (a key and the corpus's text in
+    clear); the next eval removes it, and never the base of a run still alive."""
+    import fcntl
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from kbtui.retrieval.eval_homes import EVAL_HOME_PREFIX, LOCK_NAME
+    from tests.faults.processes import kbtui_env
+
+    beir = write_beir(tmp_path / "beir")
+    with (beir / "corpus.jsonl").open("a") as corpus:  # long enough to be killed mid-ingestion
+        for number in range(400):
+            corpus.write(json.dumps({"_id": f"x{number}", "title": "Filler", "text": f"filler text {number}"}) + "\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**kbtui_env(home), "TMPDIR": str(temp)}
+    command = [sys.executable, "-m", "kbtui", "eval", "--beir", str(beir), "--provider", "hash", "--json"]
+
+    killed = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(temp.glob(f"{EVAL_HOME_PREFIX}*/kb.sqlite3")):
+        assert killed.poll() is None and time.monotonic() < deadline, "the eval base never appeared"
+        time.sleep(0.01)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    (left,) = temp.glob(f"{EVAL_HOME_PREFIX}*")
+    assert (left / "node.key").exists()
+
+    alive = temp / f"{EVAL_HOME_PREFIX}alive"  # another run, still going
+    alive.mkdir(mode=0o700)
+    lock = os.open(alive / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert not left.exists()
+        assert list(temp.glob(f"{EVAL_HOME_PREFIX}*")) == [alive]
+    finally:
+        os.close(lock)

@@ -312,3 +312,27 @@ def test_bytes_without_a_path_keep_content_de_duplication(home):
     assert created["document_id"] == found["document_id"] and created["source_path"] is None
     binary = kbtui(home, "add", "-", input="\x00\x01\x02" * 100)
     assert binary.returncode == 2 and "binary_content" in binary.stderr
+
+
+def test_a_file_appended_to_without_end_keeps_a_bounded_history(node, tmp_path):
+    """Each append is indexed again, and each round adds a handful of history
+    rows (about 20 a second for a busy log): only the newest are kept."""
+    from store.catalog import HISTORY_PER_DOCUMENT
+    from store.models import StatusHistory
+
+    log_file = tmp_path / "service.log"
+    log_file.write_text("line 0\n", encoding="utf-8")
+    source = node.add_source(log_file, "DEFAULT")
+    (document_id,) = source.report.pending_document_ids
+    for round_number in range(1, 21):
+        assert node.ingest(document_id) == "Indexed"
+        with log_file.open("a", encoding="utf-8") as out:
+            out.write(f"line {round_number}\n")
+        os.utime(log_file, ns=(time.time_ns() + round_number * 10**9,) * 2)  # a new time each round, as a busy log has
+        assert node.sync_source(source.row.source.id).updated.count == 1
+    assert node.ingest(document_id) == "Indexed"
+    history = list(StatusHistory.select().where(StatusHistory.document == document_id).order_by(StatusHistory.id))
+    assert len(history) == HISTORY_PER_DOCUMENT  # 20 rounds wrote over a hundred
+    assert history[-1].status == "Indexed"
+    shown = node.detail(document_id).history
+    assert len(shown) == HISTORY_PER_DOCUMENT and shown[-1].status == "Indexed"

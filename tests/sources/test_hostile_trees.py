@@ -237,3 +237,45 @@ def test_the_scan_itself_touches_no_database(tree):
         ("a.md", "AcceptedFile"),
     ]
     assert results[1].data == b"# A\n\nalpha\n"
+
+
+def _git_file_as_fifo(tree: GitTree, tmp_path, where: str):
+    """Put a FIFO where git would read a file for its ignore rules."""
+    if where == "excludes-file":
+        fifo = tmp_path / "excludes"
+        tree.git("config", "core.excludesFile", str(fifo))
+    elif where == "include":
+        fifo = tmp_path / "included.gitconfig"
+        tree.git("config", "include.path", str(fifo))
+    elif where == "info-exclude":
+        fifo = tree.root / ".git" / "info" / "exclude"
+        fifo.unlink(missing_ok=True)
+    else:  # a tracked .gitignore, replaced on disk
+        fifo = tree.path("docs/.gitignore")
+        fifo.unlink()
+    os.mkfifo(fifo)
+
+
+@pytest.mark.parametrize("where", ["excludes-file", "include", "info-exclude", "tracked-gitignore"])
+def test_a_fifo_where_git_reads_its_rules_stops_the_scan_at_once(tmp_path, where, monkeypatch):
+    """git opens these files blocking: a FIFO stalled an import for 121 s. Now
+    the scan refuses at once with one line, and removes nothing."""
+    from tests.faults.processes import kbtui, one_line
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no personal Git config in the way
+    tree = GitTree(tmp_path / "repo")
+    tree.write("README.md", "# Readme\n\nthe top page\n")
+    tree.write("docs/.gitignore", "*.tmp\n")
+    tree.write("docs/guide.md", "# Guide\n\nthe guide\n")
+    tree.git("add", "-A")
+    tree.git("commit", "-q", "-m", "init")
+    home = tmp_path / "kb"
+    added = kbtui(home, "add", str(tree.root), "--json")
+    assert added.returncode == 0, added.stderr
+    _git_file_as_fifo(tree, tmp_path, where)
+
+    synced = kbtui(home, "sync", timeout=60)
+    assert synced.returncode == 1  # the source failed; sync goes on with the others
+    line = one_line(synced.stderr)
+    assert "which is not a regular file" in line and "nothing was removed" in line
+    assert kbtui(home, "ls", "--format", "tsv").stdout.count("\n") == 1 + 2  # the header and both documents

@@ -68,8 +68,9 @@ def test_the_effective_model_is_the_pin_not_the_configured_default(tmp_path):
     pinned = effective_chat_model(config, pinned_model="deepseek-v3.1:671b-cloud")
     assert pinned.model == "deepseek-v3.1:671b-cloud"
     assert not decide(pinned, allow_cloud_model_access=False).tools_allowed
-    # And the other way round: a remote default, a pin to this machine's server.
-    remote = dataclasses.replace(config, chat_host="https://gpu.example.net")
+    # And the other way round: a remote default (which only an opt-in lets load), a pin
+    # to this machine's server.
+    remote = dataclasses.replace(config, chat_host="https://gpu.example.net", allow_cloud_model_access=True)
     assert not decide(effective_chat_model(remote), allow_cloud_model_access=False).tools_allowed
     local_pin = effective_chat_model(remote, pinned_host="http://127.0.0.1:11434")
     assert decide(local_pin, allow_cloud_model_access=False).tools_allowed

@@ -48,6 +48,25 @@ def test_detail_shows_the_decrypted_name_history_sections_and_chunks(indexed_nod
     asyncio.run(run())
 
 
+def test_detail_says_when_the_documents_encrypted_source_is_damaged(indexed_node, utc):
+    tls = next(d.id for d in Document.select() if d.size_bytes > 1100)
+    blob = indexed_node.config.home / "blobs" / tls
+    sealed = bytearray(blob.read_bytes())
+    sealed[-1] ^= 0x01
+    blob.write_bytes(bytes(sealed))
+    app = make_app(indexed_node, fast_options(run_node=False))
+
+    async def run() -> None:
+        async with app.run_test(size=(100, 30)):
+            await wait_until(lambda: len(app.documents_screen.rows) == 6)
+            app.open_document(tls)
+            await wait_until(lambda: isinstance(app.screen, DocumentScreen) and app.screen.detail is not None)
+            meta = str(app.screen.query_one("#document-meta", Static).content)
+            assert "damaged" in meta and "fails authentication" in meta and "cannot be re-indexed" in meta
+
+    asyncio.run(run())
+
+
 def git(root, *args):
     subprocess.run(["git", "-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false", *args],
                    cwd=root, check=True, capture_output=True)

@@ -161,3 +161,59 @@ async def drive(browser_socket: str, url: str) -> None:
             # Type-ahead answers while the keys still arrive: wait for the answer to the whole query.
             shown = await page.wait_for(lambda s: "hits in DEFAULT" in s and "restore the database" in s)
             assert re.search(r"1\. .*(Postgres|restore|Restore)", shown), shown
+
+
+def test_the_token_moves_into_a_cookie_the_url_comes_clean_and_sessions_are_capped(home):
+    """A real ``kbtui web`` and a real HTTP client: the printed URL's token is
+    turned into an HTTP-only cookie and the browser sent to the address
+    without it; nothing else takes the token in a URL; and no more browser
+    sessions run than the cap (each is a kbtui process)."""
+    port = free_port()
+    env = {**os.environ, "KBTUI_HOME": str(home), "KBTUI_EMBEDDING_PROVIDER": "hash", "PYTHONUNBUFFERED": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "kbtui", "web", "--port", str(port), "--max-sessions", "1"], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        url = read_line_matching(server.stdout, r"(http://127\.0\.0\.1:\d+/\?token=(\S+))", 60)
+        asyncio.run(check_token_and_sessions(url.group(1), url.group(2), f"http://127.0.0.1:{port}"))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+async def check_token_and_sessions(url: str, token: str, base: str) -> None:
+    async with aiohttp.ClientSession() as anonymous:
+        async with anonymous.get(base + "/") as page:
+            assert page.status == 403
+        async with anonymous.get(base + f"/ws?token={token}") as websocket:
+            assert websocket.status == 403  # a token in a URL opens the page only
+    jar = aiohttp.CookieJar(unsafe=True)  # cookies for an IP address
+    async with aiohttp.ClientSession(cookie_jar=jar) as browser:
+        async with browser.get(url + "&fontsize=14", allow_redirects=False) as opened:
+            assert opened.status == 303
+            assert opened.headers["Location"] == "/?fontsize=14"  # the same page, without the token
+            cookie = opened.cookies["kbtui_web_token"]
+            assert cookie.value == token and cookie["httponly"] and cookie["samesite"] == "Strict"
+        async with browser.get(base + "/?fontsize=14") as page:
+            assert page.status == 200 and token not in await page.text()
+        origin = {"Origin": base}
+        first = await browser.ws_connect(base + "/ws", headers=origin)
+        try:
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await browser.ws_connect(base + "/ws", headers=origin)
+            assert refused.value.status == 503
+        finally:
+            await first.close()
+        deadline = time.monotonic() + 30
+        while True:  # the session is let go once its process has stopped
+            try:
+                again = await browser.ws_connect(base + "/ws", headers=origin)
+                break
+            except aiohttp.WSServerHandshakeError as still:
+                assert still.status == 503 and time.monotonic() < deadline
+                await asyncio.sleep(0.2)
+        await again.close()

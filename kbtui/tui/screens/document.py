@@ -45,6 +45,9 @@ def metadata_text(detail: DocumentDetail, low_confidence: float = DEFAULT_OCR.lo
         text.append("ocr       ", style="dim")
         low = any(page.low(low_confidence) for page in detail.ocr_pages)
         text.append(ocr_summary(detail.ocr_pages, low_confidence) + "\n", style="yellow" if low else "")
+    if detail.source_problem:
+        text.append("damaged   ", style="dim")
+        text.append(f"{explain_reason(detail.source_problem)}\n", style="red")
     text.append("times     ", style="dim")
     text.append(f"added {full_time(row.created_at)} · indexed {full_time(row.indexed_at)}\n")
     text.append("index     ", style="dim")
