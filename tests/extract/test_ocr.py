@@ -146,10 +146,12 @@ def test_a_pdf_page_over_the_pixel_cap_is_skipped_and_the_rest_stays(pool):
 
 
 def test_a_page_that_times_out_is_skipped_and_the_next_page_is_read():
-    # Speckle Tesseract spends about 20 s on here; the text page takes under one.
-    noise = Image.effect_noise((4000, 4000), 120)
-    settings = OcrSettings(page_timeout_seconds=8)
-    extraction = extract_document(scanned_pdf([noise, text_page([PAYROLL])]), "pdf", ocr=settings)
+    # A dense page of 120 long lines takes Tesseract about 27 s on a quiet 2-core
+    # machine, the one-line page about 0.5 s: a 4 s budget leaves a wide margin both
+    # ways on a faster or a busier machine (speckle was too close: 8 s, found no text).
+    dense = text_page([f"{PAYROLL} {FAILOVER} {ROTATION}"] * 120, size=(3000, 4700))
+    settings = OcrSettings(page_timeout_seconds=4)
+    extraction = extract_document(scanned_pdf([dense, text_page([PAYROLL])]), "pdf", ocr=settings)
 
     assert report(extraction)[1] == (False, OCR_TIMEOUT)
     assert PAYROLL in text_of(extraction, 2)

@@ -115,7 +115,7 @@ def test_low_confidence_pages_are_flagged_and_listed(run_cli, home, tmp_path):
         node.close()
     assert read_recently == 2
     view = IngestView("node", "DEFAULT", None, ocr_pages_per_min=read_recently)
-    assert "OCR 2 pages/min" in header_text(view, wide=True).plain
+    assert "OCR 2 pages/min" in header_text(view, width=200).plain
 
 
 def test_a_scan_that_failed_as_no_text_before_ocr_is_read_again_after_the_upgrade(make_node, home, tmp_path):

@@ -107,7 +107,7 @@ def _header_variants(view: IngestView) -> list[list[tuple[str, str]]]:
     else:
         rates_long = f" │ {docs.replace('/', ' doc/')} {chunks.replace('/', ' ch/')}"
         if view.ocr_pages_per_min:  # OCR is slow on a CPU: its own rate while it runs
-            rates_long += f" ocr {view.ocr_pages_per_min}/min"
+            rates_long += f" OCR {view.ocr_pages_per_min} pages/min"
         rates_bare = f" │ {docs.replace('/', ' doc/')}"
     eta_short = ""
     if view.waiting and view.mode != "viewer":
