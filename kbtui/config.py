@@ -17,6 +17,8 @@ from kbtui.retrieval.fusion import FUSION_STRATEGIES
 from kbtui.settings import CONFIG_FILE_NAME, InvalidSetting, setting, validate_settings
 
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
+DATABASE_URL_ENV = "KBTUI_DATABASE_URL"
+POSTGRES_URL_SCHEMES = ("postgresql", "postgres")
 # auto: file events where the filesystem delivers them, else a periodic scan.
 SOURCE_WATCH_MODES = ("auto", "polling", "off")
 
@@ -42,6 +44,9 @@ class Config:
     """Every setting, with its allowed range (checked at construction, so at load)."""
 
     home: Path
+    # The store: empty for SQLite in the data directory (the default), or a
+    # postgresql:// URL (KBTUI_DATABASE_URL wins). Kept out of repr: it may hold a password.
+    database_url: str = setting("", secret=True)
     embedding_provider: str = setting("local", choices=EMBEDDING_PROVIDERS)
     embedding_model: str = setting("")  # ollama: the model tag (default nomic-embed-text:v1.5)
     embedding_vector_mode: str = setting("matryoshka512", choices=VECTOR_MODES)  # native: the rollback
@@ -103,10 +108,19 @@ class Config:
 
     def __post_init__(self) -> None:
         validate_settings(self)
+        url = self.database_url.strip()
+        if url and ("://" not in url or url.split("://", 1)[0].lower() not in POSTGRES_URL_SCHEMES):
+            # The value itself is never shown: it may hold a password.
+            raise InvalidSetting(
+                f"{CONFIG_FILE_NAME}: database_url (or {DATABASE_URL_ENV}) must be a postgresql:// URL, "
+                "or empty for the SQLite store in the data directory"
+            )
+        object.__setattr__(self, "database_url", url)
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:
-        """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
+        """Defaults, overridden by ``config.toml``, ``KBTUI_EMBEDDING_PROVIDER`` and
+        ``KBTUI_DATABASE_URL``; every
         value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
         values: dict[str, Any] = {}
@@ -122,6 +136,9 @@ class Config:
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
+        env_database = os.environ.get(DATABASE_URL_ENV)
+        if env_database:
+            values["database_url"] = env_database
         return cls(home=home, chunking=chunking, extraction=extraction, ocr=ocr, **_known(cls, values))
 
 

@@ -35,7 +35,7 @@ MAGIC = b"KBTB"
 FORMAT_VERSION = 1
 SEGMENT_SIZE = 64 * 1024
 TAG_SIZE = 16
-_HEADER_SIZE = 4 + 1 + 4 + 16 + 7
+HEADER_SIZE = 4 + 1 + 4 + 16 + 7
 _BLOB_LABEL = b"kbtui blob v1|"
 _NAME_LABEL = b"kbtui name v1|"
 _TEMP_PREFIX = ".tmp-"
@@ -46,10 +46,52 @@ def _derive_key(node_key: bytes, salt: bytes | None, label: bytes, context_id: s
     return hkdf.derive(node_key)
 
 
-def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
-    if counter >= 2**32:
-        raise StoreError("file is too large for the blob format")
-    return prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
+# The format's pieces, shared by every blob store (files here, rows in store.postgres.blobs).
+
+
+def new_header() -> bytes:
+    """A fresh blob header: the format, the segment size, a random salt and nonce prefix."""
+    return MAGIC + bytes([FORMAT_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + secrets.token_bytes(16 + 7)
+
+
+def read_header(header: bytes) -> int:
+    """The segment size a stored header names; :class:`BlobCorrupt` when it is not one."""
+    if len(header) != HEADER_SIZE or header[:4] != MAGIC or header[4] != FORMAT_VERSION:
+        raise BlobCorrupt("the stored source of this document is damaged (bad header)")
+    return int.from_bytes(header[5:9], "big")
+
+
+@dataclass(frozen=True)
+class SegmentCipher:
+    """The AEAD of one blob: its key (from the node key, the header's salt and
+    the blob id) and the associated data that binds every segment to both."""
+
+    aead: AESGCM
+    aad: bytes
+    prefix: bytes
+
+    @classmethod
+    def of(cls, node_key: bytes, header: bytes, blob_id: str) -> SegmentCipher:
+        salt, prefix = header[9:25], header[25:32]
+        return cls(AESGCM(_derive_key(node_key, salt, _BLOB_LABEL, blob_id)), header + blob_id.encode(), prefix)
+
+    def _nonce(self, counter: int, last: bool) -> bytes:
+        if counter >= 2**32:
+            raise StoreError("file is too large for the blob format")
+        return self.prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
+
+    def seal(self, counter: int, last: bool, plaintext: bytes) -> bytes:
+        return self.aead.encrypt(self._nonce(counter, last), plaintext, self.aad)
+
+    def open(self, counter: int, last: bool, record: bytes) -> bytes:
+        """Decrypt one record; :class:`BlobCorrupt` when it fails authentication."""
+        try:
+            return self.aead.decrypt(self._nonce(counter, last), record, self.aad)
+        except InvalidTag:
+            raise BlobCorrupt(
+                "the stored source of this document failed authentication "
+                "(tampered, truncated or written with another key)"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -89,11 +131,8 @@ class BlobStore:
         :meth:`SourceFile.finish`); if it raises, nothing is stored. Written to a temp file, fsynced and
         renamed, so a reader sees the old blob or the new one, never a part.
         """
-        salt = secrets.token_bytes(16)
-        prefix = secrets.token_bytes(7)
-        header = MAGIC + bytes([FORMAT_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
-        aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
-        aad = header + blob_id.encode()
+        header = new_header()
+        cipher = SegmentCipher.of(self._node_key, header, blob_id)
         digest = hashlib.sha256()
         final = self.path_for(blob_id)
         tmp = self.root / f"{_TEMP_PREFIX}{blob_id}-{secrets.token_hex(4)}"
@@ -108,7 +147,7 @@ class BlobStore:
                     last = not following
                     digest.update(current)
                     size += len(current)
-                    out.write(aead.encrypt(_nonce(prefix, counter, last), current, aad))
+                    out.write(cipher.seal(counter, last, current))
                     if last:
                         break
                     counter += 1
@@ -147,26 +186,15 @@ class BlobStore:
         except FileNotFoundError:
             raise BlobCorrupt("the stored source of this document is missing") from None
         with handle:
-            header = handle.read(_HEADER_SIZE)
-            if len(header) != _HEADER_SIZE or header[:4] != MAGIC or header[4] != FORMAT_VERSION:
-                raise BlobCorrupt("the stored source of this document is damaged (bad header)")
-            segment_size = int.from_bytes(header[5:9], "big")
-            salt, prefix = header[9:25], header[25:32]
-            aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
-            aad = header + blob_id.encode()
-            record = segment_size + TAG_SIZE
+            header = handle.read(HEADER_SIZE)
+            record = read_header(header) + TAG_SIZE
+            cipher = SegmentCipher.of(self._node_key, header, blob_id)
             counter = 0
             current = handle.read(record)
             while True:
                 following = handle.read(record) if len(current) == record else b""
                 last = not following
-                try:
-                    yield aead.decrypt(_nonce(prefix, counter, last), current, aad)
-                except InvalidTag:
-                    raise BlobCorrupt(
-                        "the stored source of this document failed authentication "
-                        "(tampered, truncated or written with another key)"
-                    ) from None
+                yield cipher.open(counter, last, current)
                 if last:
                     return
                 counter += 1
@@ -228,3 +256,15 @@ def open_name(node_key: bytes, context_id: str, sealed: bytes) -> str:
         raise BlobCorrupt("an encrypted display name failed authentication") from None
     return plain.decode("utf-8", "replace")
 
+
+
+def open_display_names(node_key: bytes, sealed: dict[str, bytes]) -> dict[str, str]:
+    """Display names (document id -> sealed name) opened for the operator's eyes;
+    a damaged one does not hide its document."""
+    names = {}
+    for document_id, name in sealed.items():
+        try:
+            names[document_id] = open_name(node_key, document_id, name)
+        except Exception:  # noqa: BLE001 - any failure to open: say so, keep the document listed
+            names[document_id] = f"(unreadable name) {document_id[:12]}"
+    return names

@@ -14,6 +14,7 @@ import pytest
 from kbtui.cli import main
 from kbtui.config import Config
 from kbtui.node import Node
+from tests.postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures for every test
 
 # Tests put this marker in document text, file names, repository paths and
 # queries (e.g. "envcanary", "zqxcanary7731"). No log record of any test, and

@@ -14,14 +14,17 @@ every write opens its own with ``conn.transaction()``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import PoolTimeout
 
 from store.errors import StoreError
 
@@ -90,6 +93,7 @@ class PostgresSettings:
     statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS
     lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS
     application_name: str = "kbtui"
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if not is_postgres_url(self.url):
@@ -112,25 +116,54 @@ class PostgresSettings:
         )
 
 
+def connection_arguments(settings: PostgresSettings) -> tuple[str, dict[str, object]]:
+    """The connection string and ``psycopg.connect`` keywords of every connection
+    to the store (a direct one, or a pool's)."""
+    options = f"-c statement_timeout={settings.statement_timeout_ms} -c lock_timeout={settings.lock_timeout_ms}"
+    if settings.read_only:
+        # The server itself refuses a write from a command that only reads.
+        options += " -c default_transaction_read_only=on"
+    # TCP keepalives: a server that vanishes mid-query (cable, power) is noticed
+    # in about idle + interval * count = 25 s instead of the kernel's two hours.
+    keepalives = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+    keywords: dict[str, object] = {
+        "autocommit": True,
+        "connect_timeout": settings.connect_timeout_s,
+        "application_name": settings.application_name,
+        "options": options,
+    }
+    return make_conninfo(settings.url, **keepalives), keywords
+
+
 def connect(settings: PostgresSettings) -> psycopg.Connection:
     """A new autocommit connection, or :class:`ServerProblem` within about
     ``connect_timeout_s`` (per address the host name resolves to)."""
-    options = f"-c statement_timeout={settings.statement_timeout_ms} -c lock_timeout={settings.lock_timeout_ms}"
     try:
-        # TCP keepalives: a server that vanishes mid-query (cable, power) is noticed
-        # in about idle + interval * count = 25 s instead of the kernel's two hours.
-        keepalives = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
-        conn = psycopg.connect(
-            make_conninfo(settings.url, **keepalives),
-            autocommit=True,
-            connect_timeout=settings.connect_timeout_s,
-            application_name=settings.application_name,
-            options=options,
-        )
+        conninfo, keywords = connection_arguments(settings)
+        conn = psycopg.connect(conninfo, **keywords)  # type: ignore[arg-type]
     except psycopg.Error as exc:
         raise connect_problem(settings, exc) from None
     log.debug("connected to the PostgreSQL store at %s", settings.server)
     return conn
+
+
+class PasswordMask(logging.Filter):
+    """Replace a password in every record of the loggers it sits on (psycopg's
+    and its pool's log connection failures with libpq's own words)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        try:
+            self._password = str(conninfo_to_dict(url).get("password") or "")
+        except psycopg.Error:
+            self._password = ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self._password:
+            text = record.getMessage()
+            if self._password in text:
+                record.msg, record.args = text.replace(self._password, MASK), None
+        return True
 
 
 def register_types(conn: psycopg.Connection) -> None:
@@ -189,8 +222,28 @@ def storage_problem(exc: BaseException, settings: PostgresSettings) -> StoreErro
         return ServerProblem(f"the PostgreSQL server {server} is out of resources; nothing was changed")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CrashShutdown | pg_errors.CannotConnectNow):
         return ServerProblem(f"the PostgreSQL server {server} shut down; the unfinished change was rolled back")
+    if isinstance(exc, PoolTimeout):
+        return ServerProblem(
+            f"the PostgreSQL server {server} cannot be reached (no connection within {settings.connect_timeout_s} s); "
+            "check that it runs and is reachable"
+        )
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return ServerProblem(f"this command only reads, but tried to change the PostgreSQL database {server}")
     if isinstance(exc, psycopg.OperationalError):
         return ServerProblem(
             f"the connection to the PostgreSQL server {server} was lost; the unfinished change was rolled back"
         )
     return None
+
+
+@contextlib.contextmanager
+def translated_errors(settings: PostgresSettings) -> Iterator[None]:
+    """Server conditions met inside the block as one line naming the server
+    (:func:`storage_problem`); any other error rises unchanged."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        problem = storage_problem(exc, settings)
+        if problem is None:
+            raise
+        raise problem from None
