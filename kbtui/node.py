@@ -59,7 +59,7 @@ from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.sources.watch import SourceWatcher
 from kbtui.storage import open_storage
-from store.doctor import PROBLEM, Examination, examination_json, examine
+from store.doctor import PROBLEM, Examination, examination_json, examine_store
 from store.errors import SourceAlreadyRegistered
 from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
 
@@ -714,10 +714,11 @@ def preview_unregistered(
     return preview_path(spec, collection_id, scan_limits(config), home=config.home, include_sensitive=include_sensitive)
 
 
-def examine_data_directory(home: Path) -> Examination:
+def examine_data_directory(config: Config) -> Examination:
     """What ``kbtui doctor`` reports: the data directory checked (catalog, key,
-    modes, sources, vector indexes) without opening a node or changing anything."""
-    return examine(home)
+    modes, sources, vector indexes), or on PostgreSQL the server, schema, key,
+    sources and counts, without opening a node or changing anything."""
+    return examine_store(config.home, config.database_url)
 
 
 __all__ = [

@@ -42,6 +42,7 @@ REASONS: dict[str, str] = {
     "vector_not_finite": "the model returned invalid numbers for this document",
     "storage_full": "the disk was full; it is retried when space returns",
     "storage_error": "the outcome could not be recorded; it is retried",
+    "storage_unavailable": "the database server could not be used (down, unreachable or too slow); it is retried",
 }
 
 INTERRUPTED = "interrupted — resumes at next start"

@@ -147,7 +147,7 @@ def doctor(ctx: click.Context, as_json: bool) -> int:
     Says what is wrong and what to do; changes nothing. Exits 0 when the
     directory is healthy, 3 when it has a problem that must be fixed first.
     """
-    found = examine_data_directory(ctx.obj.home)
+    found = examine_data_directory(ctx.obj)
     if as_json:
         click.echo(json.dumps(examination_json(found), indent=2))
     else:

@@ -39,7 +39,9 @@ class CorpusStatistics:
 
 def idf(rows: int, holding: int) -> float:
     """FTS5's idf of a phrase held by ``holding`` of ``rows`` rows."""
-    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 else 0.0
+    # ``holding`` above ``rows`` happens when the two were read before and after
+    # a commit: such a word is in (nearly) every row.
+    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 and holding < rows else 0.0
     return value if value > 0 else MIN_IDF
 
 

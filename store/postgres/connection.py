@@ -26,7 +26,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import PoolTimeout
 
-from store.errors import StoreError
+from store.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,9 @@ _CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
-class ServerProblem(StoreError):
+class ServerProblem(StoreUnavailable):
     """The PostgreSQL server cannot be used right now (unreachable, refused,
     too slow, full, or the connection was lost): a storage condition."""
-
-    exit_code = 3
 
 
 def is_postgres_url(text: str) -> bool:
@@ -147,23 +145,27 @@ def connect(settings: PostgresSettings) -> psycopg.Connection:
     return conn
 
 
-class PasswordMask(logging.Filter):
-    """Replace a password in every record of the loggers it sits on (psycopg's
-    and its pool's log connection failures with libpq's own words)."""
+class DriverLogs(logging.Filter):
+    """psycopg's and its pool's own log records, kept to their first words.
 
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        try:
-            self._password = str(conninfo_to_dict(url).get("password") or "")
-        except psycopg.Error:
-            self._password = ""
+    Their messages carry libpq's text (a socket path, a host, whatever the
+    server said), which this module never passes on; a connection the pool
+    could not make is the operator's business through the one-line error of
+    the call that needed it, so its warning becomes an informational line
+    of the log file instead of a second line on the terminal."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self._password:
-            text = record.getMessage()
-            if self._password in text:
-                record.msg, record.args = text.replace(self._password, MASK), None
+        first_words = record.getMessage().split(": ", 1)[0]
+        record.msg, record.args = first_words, None
+        if record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.INFO, "INFO"
         return True
+
+
+DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
+_driver_logs = DriverLogs()
+for _name in DRIVER_LOGGERS:
+    logging.getLogger(_name).addFilter(_driver_logs)
 
 
 def register_types(conn: psycopg.Connection) -> None:
@@ -178,7 +180,8 @@ def connect_problem(settings: PostgresSettings, exc: psycopg.Error) -> ServerPro
     server = settings.server
     state = exc.sqlstate or ""
     words = str(exc).lower()
-    log.warning("cannot connect to the PostgreSQL store at %s (%s %s)", server, type(exc).__name__, state)
+    # The operator gets the one line below; the log file keeps the type.
+    log.info("cannot connect to the PostgreSQL store at %s (%s %s)", server, type(exc).__name__, state)
     if isinstance(exc, psycopg.ProgrammingError) and not state:
         return ServerProblem("the PostgreSQL URL cannot be read; check KBTUI_DATABASE_URL")
     # A failed connection carries no SQLSTATE: libpq's words tell the cases apart.

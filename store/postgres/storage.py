@@ -9,7 +9,8 @@ chunks, a blob's segments) holds a connection of its own until it ends, so
 an abandoned iterator never leaves a transaction open on a session's
 connection. A server condition met by any call (unreachable, too slow, lost
 mid-transaction) becomes one line naming the server (:class:`ServerProblem`);
-the password is never shown, and is masked in psycopg's own log records.
+the password is never shown, and psycopg's own log records keep only their
+first words (:class:`store.postgres.connection.DriverLogs`).
 
 The node key stays in ``$KBTUI_HOME/node.key``; its fingerprint lives in the
 database (every node that opens it must hold the same key) and beside the
@@ -39,7 +40,6 @@ from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key
 from store.postgres import catalog, chunks, lexical, sources, vectors
 from store.postgres.blobs import PostgresBlobStore
 from store.postgres.connection import (
-    PasswordMask,
     PostgresSettings,
     connect,
     connection_arguments,
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 # Connections one process may hold: a session per busy thread (the pipeline's
 # actors, the API's request threads, search) plus readers being consumed.
 POOL_MAX_SIZE = 24
-_LOGGERS_WITH_PASSWORDS = ("psycopg", "psycopg.pool")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -350,9 +349,6 @@ class PostgresStore:
         self.chunks = PostgresChunks(self)
         self.lexical = PostgresLexical(self)
         self.vectors = PostgresVectors(self)
-        self._mask = PasswordMask(settings.url)
-        for name in _LOGGERS_WITH_PASSWORDS:
-            logging.getLogger(name).addFilter(self._mask)
 
     @property
     def server(self) -> str:
@@ -377,11 +373,7 @@ class PostgresStore:
         return node_running(self.home)
 
     def close(self) -> None:
-        try:
-            self.connections.close()
-        finally:
-            for name in _LOGGERS_WITH_PASSWORDS:
-                logging.getLogger(name).removeFilter(self._mask)
+        self.connections.close()
 
 
 def open_postgres_store(home: Path, url: str, *, read_only: bool = False) -> PostgresStore:
@@ -395,21 +387,16 @@ def open_postgres_store(home: Path, url: str, *, read_only: bool = False) -> Pos
     """
     settings = PostgresSettings(url, read_only=read_only)
     server = settings.server
-    prepare_home(home, create=not read_only)
-    mask = PasswordMask(url)
-    for name in _LOGGERS_WITH_PASSWORDS:
-        logging.getLogger(name).addFilter(mask)
+    # No data directory, so no key: the database says whether that means "nothing yet" or "copy the key".
+    with contextlib.suppress(NoKnowledgeBase):
+        prepare_home(home, create=not read_only)
+    key = _checked_schema_and_key(home, settings)
+    connections = Connections(settings)
     try:
-        key = _checked_schema_and_key(home, settings)
-        connections = Connections(settings)
-        try:
-            connections.open()
-        except BaseException:
-            connections.close()
-            raise
-    finally:
-        for name in _LOGGERS_WITH_PASSWORDS:
-            logging.getLogger(name).removeFilter(mask)
+        connections.open()
+    except BaseException:
+        connections.close()
+        raise
     log.debug("opened the PostgreSQL store at %s", server)
     return PostgresStore(home, settings, connections, key, read_only=read_only)
 
