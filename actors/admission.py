@@ -11,6 +11,7 @@ process wrote) while there is room.
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -35,7 +36,10 @@ from actors.events import (
 )
 from actors.listener import EventListener, publish
 from kbtui.ports import Catalog
+from store.errors import StoreError, is_database_error
 from store.records import Status
+
+log = logging.getLogger(__name__)
 
 RETRY_AFTER_S = 5.0
 _TERMINAL = {Status.INDEXED.value, Status.FAILED.value}
@@ -66,6 +70,11 @@ class Admission(EventListener):
         self.rejected = 0
         self.admitting = True
         self.paused_until = 0.0
+        # Documents whose stage could not record its outcome (the store was
+        # unusable): back to Pending at the next sweep that can write.
+        self.stranded: set[str] = set()
+        self.store_failing = False
+        self.store_retry_at = 0.0
 
     # ------------------------------------------------------------ commands
 
@@ -109,17 +118,36 @@ class Admission(EventListener):
 
     def _sweep(self) -> None:
         """Admit Pending rows while the queue has room (the drain sweep)."""
-        if self.admitting:
-            room = self.capacity - len(self.queue)
-            if room > 0:
-                known = len(self.queue) + len(self.in_flight)
-                for document_id in self.catalog.pending_document_ids(limit=room + known):
-                    if document_id in self.queued or document_id in self.in_flight:
-                        continue
-                    if isinstance(self._admit(document_id), Busy):
-                        break
+        if self.admitting and time.monotonic() >= self.store_retry_at:
+            try:
+                self._admit_pending()
+            except Exception as exc:  # a store that cannot be read now: a later sweep tries again
+                if not (isinstance(exc, StoreError) or is_database_error(exc)):
+                    raise
+                if not self.store_failing:
+                    log.warning("the drain sweep cannot read the store (%s); retrying", type(exc).__name__)
+                self.store_failing = True
+                # Not at every tick: a server that is down takes seconds to refuse each time.
+                self.store_retry_at = time.monotonic() + RETRY_AFTER_S
+            else:
+                if self.store_failing:
+                    log.info("the drain sweep reads the store again")
+                self.store_failing = False
         self._dispatch()
         self._announce()
+
+    def _admit_pending(self) -> None:
+        if self.stranded:
+            self.catalog.mark_pending(sorted(self.stranded))
+            self.stranded.clear()
+        room = self.capacity - len(self.queue)
+        if room > 0:
+            known = len(self.queue) + len(self.in_flight)
+            for document_id in self.catalog.pending_document_ids(limit=room + known):
+                if document_id in self.queued or document_id in self.in_flight:
+                    continue
+                if isinstance(self._admit(document_id), Busy):
+                    break
 
     # ------------------------------------------------------------ events
 
@@ -129,6 +157,8 @@ class Admission(EventListener):
             self._sweep()
 
     def on_document_released(self, event: DocumentReleased) -> None:
+        if event.reason == "storage_error":
+            self.stranded.add(event.document_id)
         if event.retry_after_s:
             self.paused_until = max(self.paused_until, time.monotonic() + event.retry_after_s)
         if event.document_id in self.in_flight:

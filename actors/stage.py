@@ -21,7 +21,7 @@ from kbtui.embedding import EmbeddingProvider
 from kbtui.embedding.reuse import ChunkEmbeddingReuse
 from kbtui.ingest import StageFailed
 from kbtui.ports import Storage
-from store.errors import is_disk_full
+from store.errors import is_disk_full, is_store_unavailable
 from store.records import Status
 
 log = logging.getLogger(__name__)
@@ -84,11 +84,14 @@ class StageActor(pykka.ThreadingActor):
             publish(DocumentReleased(document_id, reason="deleted"))
         elif isinstance(exc, StageFailed):
             self.fail(message, exc.reason)
-        elif is_disk_full(exc):
-            # A condition of the machine, not of the document: retry when space returns.
-            log.error("storage full while processing document %s; will retry", document_id)
-            self.context.store.catalog.set_status(document_id, Status.PENDING, reason="storage_full", progress=0.0)
-            publish(DocumentReleased(document_id, reason="storage_full", retry_after_s=self.context.config.storage_retry_s))
+        elif is_disk_full(exc) or is_store_unavailable(exc):
+            # A condition of the machine or the database server, not of the
+            # document: it goes back to Pending (its unfinished write rolled
+            # back) and is retried once the store can be used again.
+            reason = "storage_full" if is_disk_full(exc) else "storage_unavailable"
+            log.error("%s while processing document %s; will retry", reason, document_id)
+            self.context.store.catalog.set_status(document_id, Status.PENDING, reason=reason, progress=0.0)
+            publish(DocumentReleased(document_id, reason=reason, retry_after_s=self.context.config.storage_retry_s))
         else:
             log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)
             self.fail(message, "internal_error")

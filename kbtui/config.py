@@ -22,6 +22,8 @@ from store.files import Refusal, SourceRefused, open_source
 EMBEDDING_PROVIDERS = ("local", "ollama", "hash")
 # Where document text and queries go: on this machine unless allow_cloud_model_access.
 MODEL_ENDPOINT_SETTINGS = ("ollama_host", "chat_host", "reranker_url")
+DATABASE_URL_ENV = "KBTUI_DATABASE_URL"
+POSTGRES_URL_SCHEMES = ("postgresql", "postgres")
 # auto: file events where the filesystem delivers them, else a periodic scan.
 SOURCE_WATCH_MODES = ("auto", "polling", "off")
 
@@ -53,6 +55,9 @@ class Config:
     """Every setting, with its allowed range (checked at construction, so at load)."""
 
     home: Path
+    # The store: empty for SQLite in the data directory (the default), or a
+    # postgresql:// URL (KBTUI_DATABASE_URL wins). Kept out of repr: it may hold a password.
+    database_url: str = setting("", secret=True)
     embedding_provider: str = setting("local", choices=EMBEDDING_PROVIDERS)
     embedding_model: str = setting("")  # ollama: the model tag (default nomic-embed-text:v1.5)
     embedding_vector_mode: str = setting("matryoshka512", choices=VECTOR_MODES)  # native: the rollback
@@ -123,10 +128,19 @@ class Config:
                         f"{CONFIG_FILE_NAME}: {key} must be on this machine (a loopback address or localhost); "
                         "set allow_cloud_model_access = true to send document text to another host"
                     )
+        url = self.database_url.strip()
+        if url and ("://" not in url or url.split("://", 1)[0].lower() not in POSTGRES_URL_SCHEMES):
+            # The value itself is never shown: it may hold a password.
+            raise InvalidSetting(
+                f"{CONFIG_FILE_NAME}: database_url (or {DATABASE_URL_ENV}) must be a postgresql:// URL, "
+                "or empty for the SQLite store in the data directory"
+            )
+        object.__setattr__(self, "database_url", url)
 
     @classmethod
     def load(cls, home: Path | None = None) -> Config:
-        """Defaults, overridden by ``config.toml`` and ``KBTUI_EMBEDDING_PROVIDER``; every
+        """Defaults, overridden by ``config.toml``, ``KBTUI_EMBEDDING_PROVIDER`` and
+        ``KBTUI_DATABASE_URL``; every
         value checked (:class:`InvalidSetting`, exit 2, naming the key and what it accepts)."""
         home = home or kbtui_home()
         values = read_config_file(home / CONFIG_FILE_NAME)
@@ -136,6 +150,9 @@ class Config:
         env_provider = os.environ.get("KBTUI_EMBEDDING_PROVIDER")
         if env_provider:
             values["embedding_provider"] = env_provider
+        env_database = os.environ.get(DATABASE_URL_ENV)
+        if env_database:
+            values["database_url"] = env_database
         return cls(home=home, chunking=chunking, extraction=extraction, ocr=ocr, **_known(cls, values))
 
 

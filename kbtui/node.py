@@ -62,7 +62,7 @@ from kbtui.sources.scan import ScanLimits
 from kbtui.sources.sync import OUTCOMES, SyncReport, inspect_path, preview_path, register_source, sync_source
 from kbtui.sources.watch import SourceWatcher
 from kbtui.storage import open_storage, schema_version
-from store.doctor import PROBLEM, Examination, Progress, examination_json, examine
+from store.doctor import PROBLEM, Examination, Progress, examination_json, examine_store
 from store.errors import SourceAlreadyRegistered
 from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
 
@@ -742,11 +742,12 @@ def preview_unregistered(
     return preview_path(spec, collection_id, scan_limits(config), home=config.home, include_sensitive=include_sensitive)
 
 
-def examine_data_directory(home: Path, *, quick: bool = False, progress: Progress | None = None) -> Examination:
+def examine_data_directory(config: Config, *, quick: bool = False, progress: Progress | None = None) -> Examination:
     """What ``kbtui doctor`` reports: the data directory checked (catalog, key,
-    modes, sources, vector indexes) without opening a node or changing anything.
-    Every encrypted source is authenticated unless ``quick``."""
-    return examine(home, quick=quick, progress=progress)
+    modes, sources, vector indexes), or on PostgreSQL the server, schema, key,
+    sources and counts, without opening a node or changing anything. Every
+    encrypted source is authenticated unless ``quick``."""
+    return examine_store(config.home, config.database_url, quick=quick, progress=progress)
 
 
 # ------------------------------------------------------------ backups (kbtui.backups)

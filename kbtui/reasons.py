@@ -51,6 +51,7 @@ REASONS: dict[str, str] = {
     "source_unreadable": "the encrypted source cannot be read (permissions?); kbtui doctor says more",
     "storage_full": "the disk was full; it is retried when space returns",
     "storage_error": "the outcome could not be recorded; it is retried",
+    "storage_unavailable": "the database server could not be used (down, unreachable or too slow); it is retried",
 }
 
 INTERRUPTED = "interrupted — resumes at next start"

@@ -40,9 +40,11 @@ def setting(
     minimum: float | None = None,
     maximum: float | None = None,
     choices: tuple[str, ...] | None = None,
+    secret: bool = False,
 ) -> Any:
-    """A dataclass field with its allowed range (inclusive) or its allowed values."""
-    return dataclasses.field(default=default, metadata={"bounds": Bounds(minimum, maximum, choices)})
+    """A dataclass field with its allowed range (inclusive) or its allowed values;
+    a ``secret`` one is left out of the settings object's ``repr``."""
+    return dataclasses.field(default=default, repr=not secret, metadata={"bounds": Bounds(minimum, maximum, choices)})
 
 
 def validate_settings(instance: Any, table: str | None = None) -> None:

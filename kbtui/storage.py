@@ -16,7 +16,12 @@ def schema_version(config: Config) -> int:
 
 
 def open_storage(config: Config, *, read_only: bool = False) -> Storage:
-    """The store of ``config``'s knowledge base, checked and ready (see :func:`store.open_store`)."""
+    """The store of ``config``'s knowledge base, checked and ready (see
+    :func:`store.open_store` and :func:`store.open_postgres_store`)."""
+    if config.database_url:
+        from store import open_postgres_store
+
+        return open_postgres_store(config.home, config.database_url, read_only=read_only)
     from store import open_store
 
     return open_store(config.home, read_only=read_only)

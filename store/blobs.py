@@ -77,6 +77,47 @@ def _nonce(prefix: bytes, counter: int, last: bool) -> bytes:
     return prefix + counter.to_bytes(4, "big") + (b"\x01" if last else b"\x00")
 
 
+# The segment format's pieces, shared with the rows of store.postgres.blobs (which
+# writes the unlabelled format 1: a PostgreSQL row carries its document beside it).
+
+
+def new_header(version: int = FORMAT_VERSION) -> bytes:
+    """A fresh blob header: the format, the segment size, a random salt and nonce prefix."""
+    return MAGIC + bytes([version]) + SEGMENT_SIZE.to_bytes(4, "big") + secrets.token_bytes(16 + 7)
+
+
+def read_header(header: bytes, version: int = FORMAT_VERSION) -> int:
+    """The segment size a stored header names; :class:`BlobCorrupt` when it is not one."""
+    if len(header) != HEADER_SIZE or header[:4] != MAGIC or header[4] != version:
+        raise BlobCorrupt("the stored source of this document is damaged (bad header)")
+    return int.from_bytes(header[5:9], "big")
+
+
+@dataclass(frozen=True)
+class SegmentCipher:
+    """The AEAD of one blob's segments: its key (from the node key, the header's
+    salt and the blob id) and the associated data that binds every segment to both."""
+
+    aead: AESGCM
+    aad: bytes
+    prefix: bytes
+
+    @classmethod
+    def of(cls, node_key: bytes, header: bytes, blob_id: str) -> SegmentCipher:
+        salt, prefix = header[9:25], header[25:32]
+        return cls(AESGCM(_derive_key(node_key, salt, _BLOB_LABEL, blob_id)), header + blob_id.encode(), prefix)
+
+    def seal(self, counter: int, last: bool, plaintext: bytes) -> bytes:
+        return self.aead.encrypt(_nonce(self.prefix, counter, last), plaintext, self.aad)
+
+    def open(self, counter: int, last: bool, record: bytes) -> bytes:
+        """Decrypt one record; :class:`BlobCorrupt` when it fails authentication."""
+        try:
+            return self.aead.decrypt(_nonce(self.prefix, counter, last), record, self.aad)
+        except InvalidTag:
+            raise BlobCorrupt(_AUTH_FAILED) from None
+
+
 @dataclass(frozen=True)
 class SealedBlob:
     """What :meth:`BlobStore.seal` stored: the plaintext size and its SHA-256."""
@@ -196,11 +237,6 @@ class _Sealer:
         if stored.document_id != self.blob_id:
             raise BlobCorrupt(_AUTH_FAILED)
         return stored
-
-
-def _new_header() -> bytes:
-    salt, prefix = secrets.token_bytes(16), secrets.token_bytes(7)
-    return MAGIC + bytes([FORMAT_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
 
 
 def _encrypt_segments(source: Readable, out: BinaryIO, sealer: _Sealer) -> SealedBlob:
@@ -374,7 +410,7 @@ class BlobStore:
     def _seal_to_temp(
         self, blob_id: str, source: Readable, label: DocumentLabel, check: Callable[[str], None] | None
     ) -> tuple[SealedBlob, Path]:
-        header = _new_header()
+        header = new_header()
         sealer = _Sealer(self._node_key, blob_id, header)
         with self._temp_file(blob_id) as (tmp, out):
             out.write(header)
@@ -550,3 +586,16 @@ def open_name(node_key: bytes, context_id: str, sealed: bytes) -> str:
     except InvalidTag:
         raise BlobCorrupt("an encrypted display name failed authentication") from None
     return plain.decode("utf-8", "replace")
+
+
+
+def open_display_names(node_key: bytes, sealed: dict[str, bytes]) -> dict[str, str]:
+    """Display names (document id -> sealed name) opened for the operator's eyes;
+    a damaged one does not hide its document."""
+    names = {}
+    for document_id, name in sealed.items():
+        try:
+            names[document_id] = open_name(node_key, document_id, name)
+        except Exception:  # noqa: BLE001 - any failure to open: say so, keep the document listed
+            names[document_id] = f"(unreadable name) {document_id[:12]}"
+    return names

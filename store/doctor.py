@@ -93,6 +93,18 @@ class Examination:
         self.findings.append(Finding(severity, area, message, action))
 
 
+def examine_store(
+    home: Path, database_url: str = "", *, quick: bool = False, progress: Progress | None = None
+) -> Examination:
+    """Check the knowledge base of the node at ``home``: its data directory (the
+    SQLite store), or the PostgreSQL store ``database_url`` names."""
+    if database_url:
+        from store.postgres.doctor import examine_postgres
+
+        return examine_postgres(home, database_url)
+    return examine(home, quick=quick, progress=progress)
+
+
 def examine(home: Path, *, quick: bool = False, progress: Progress | None = None) -> Examination:
     """Check the data directory ``home``; raise :class:`NoKnowledgeBase` when
     there is none (nothing to examine). Unless ``quick``, every source is

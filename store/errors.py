@@ -59,7 +59,17 @@ class CatalogProblem(StoreError):
 class BackupProblem(StoreError):
     """A backup is unfinished, damaged, or not this node's: nothing was changed."""
 
+
+class StoreUnavailable(StoreError):
+    """The store cannot be used right now, through no fault of the data: a
+    database server that is down, unreachable, too slow or out of room, or a
+    connection lost mid-transaction (which rolled back). Work is retried."""
+
     exit_code = 3
+
+
+def is_store_unavailable(exc: BaseException) -> bool:
+    return isinstance(exc, StoreUnavailable)
 
 
 class NoKnowledgeBase(StoreError):

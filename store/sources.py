@@ -16,8 +16,6 @@ change is not trusted (a write in the same clock tick would leave it equal).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import io
 import logging
 import time
@@ -36,13 +34,9 @@ from store.db import database
 from store.errors import BlobCorrupt, NotFound, SourceAlreadyRegistered, StoreError
 from store.models import BaseModel, Document, Status, StatusHistory
 from store.records import FileState, PathDocument, RegisteredSource
+from store.source_keys import SOURCE_KINDS, name_context, report_context, root_context, root_digest
 
 log = logging.getLogger(__name__)
-
-# Unchanged since the repository table: existing registrations keep their digests.
-_ROOT_DIGEST_LABEL = b"kbtui repository root v1|"
-
-SOURCE_KINDS = ("folder", "file", "git")
 
 
 class Source(BaseModel):
@@ -89,32 +83,13 @@ class UnreachableDocument(BaseModel):
         table_name = "unreachable_document"
 
 
-def root_digest(node_key: bytes, root: str) -> str:
-    """A keyed hash of a root path: equal roots compare equal, the path stays secret."""
-    return hmac.new(node_key, _ROOT_DIGEST_LABEL + root.encode("utf-8", "surrogateescape"), hashlib.sha256).hexdigest()
-
-
-# The sealing contexts keep their repository-era names: migrated registrations
-# were sealed under them.
-def _name_context(source_id: str) -> str:
-    return f"repository-name:{source_id}"
-
-
-def _root_context(source_id: str) -> str:
-    return f"repository-root:{source_id}"
-
-
-def _report_context(source_id: str) -> str:
-    return f"source-report:{source_id}"
-
-
 def _registered(store: Store, row: Source) -> RegisteredSource:
     return RegisteredSource(
         id=row.id,
         kind=row.kind,
         collection_id=row.collection_id,
-        name=open_name(store.node_key, _name_context(row.id), bytes(row.name)),
-        root=open_name(store.node_key, _root_context(row.id), bytes(row.root_path)),
+        name=open_name(store.node_key, name_context(row.id), bytes(row.name)),
+        root=open_name(store.node_key, root_context(row.id), bytes(row.root_path)),
         include_sensitive=bool(row.include_sensitive),
         watching=bool(row.watching),
         watch_state=row.watch_state,
@@ -152,8 +127,8 @@ def register_source(
                 id=source_id,
                 kind=kind,
                 collection_id=collection_id,
-                name=seal_name(store.node_key, _name_context(source_id), name),
-                root_path=seal_name(store.node_key, _root_context(source_id), root),
+                name=seal_name(store.node_key, name_context(source_id), name),
+                root_path=seal_name(store.node_key, root_context(source_id), root),
                 root_digest=root_digest(store.node_key, root),
                 include_sensitive=int(include_sensitive),
                 created_at=time.time(),
@@ -268,7 +243,7 @@ def record_scan(
     """Remember when the last scan ran, how it ended, and (sealed) what it changed."""
     fields: dict[object, object] = {Source.last_scan_at: time.time(), Source.last_scan_status: status}
     if report_json is not None:
-        fields[Source.last_scan_report] = seal_name(store.node_key, _report_context(source_id), report_json)
+        fields[Source.last_scan_report] = seal_name(store.node_key, report_context(source_id), report_json)
     if last_commit is not None:
         fields[Source.last_commit] = last_commit
     with database.atomic():
@@ -331,7 +306,7 @@ def last_scan_report(store: Store, source_id: str) -> str | None:
     row = Source.select(Source.last_scan_report).where(Source.id == source_id).first()
     if row is None or row.last_scan_report is None:
         return None
-    return open_name(store.node_key, _report_context(source_id), bytes(row.last_scan_report))
+    return open_name(store.node_key, report_context(source_id), bytes(row.last_scan_report))
 
 
 def document_counts(source_id: str | None = None) -> dict[str, dict[str, int]]:

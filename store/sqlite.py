@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from store import blob_labels, catalog, chunks, extractions, fts, sources
-from store.blobs import open_name
+from store.blobs import open_display_names
 
 if TYPE_CHECKING:
     from store.opening import Store
@@ -68,7 +68,7 @@ class SqliteCatalog:
         )
 
     def display_names(self, document_ids: Sequence[str]) -> dict[str, str]:
-        return display_names(self._store.node_key, catalog.sealed_names(document_ids))
+        return open_display_names(self._store.node_key, catalog.sealed_names(document_ids))
 
     def upgrade_legacy_blob(self, document_id: str) -> bool:
         return blob_labels.upgrade_if_legacy(self._store, document_id)
@@ -78,17 +78,6 @@ class SqliteCatalog:
 
     def sweep_orphan_blobs(self) -> int:
         return catalog.sweep_orphan_blobs(self._store)
-
-
-def display_names(node_key: bytes, sealed: dict[str, bytes]) -> dict[str, str]:
-    """Display names opened for the operator's eyes; a damaged one does not hide its document."""
-    names = {}
-    for document_id, name in sealed.items():
-        try:
-            names[document_id] = open_name(node_key, document_id, name)
-        except Exception:  # noqa: BLE001 - any failure to open: say so, keep the document listed
-            names[document_id] = f"(unreadable name) {document_id[:12]}"
-    return names
 
 
 class SqliteSources:

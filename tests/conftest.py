@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from kbtui.cli import main
 from kbtui.config import Config
 from kbtui.node import Node
+from tests.postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures for every test
 
 # Tests put this marker in document text, file names, repository paths and
 # queries (e.g. "envcanary", "zqxcanary7731"). No log record of any test, and
@@ -66,12 +68,29 @@ def everything_at_debug(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptu
     return caplog
 
 
+# KBTUI_TEST_STORE=postgresql runs the tests that go through the node on the
+# PostgreSQL store: each test's knowledge base is then a fresh database of the
+# suite's PostgreSQL server, selected through KBTUI_DATABASE_URL as an
+# operator would (the Makefile's test target runs the directories listed in
+# the README this way).
+TEST_STORE_ENV = "KBTUI_TEST_STORE"
+
+
+def on_postgres() -> bool:
+    return os.environ.get(TEST_STORE_ENV, "sqlite").strip().lower() == "postgresql"
+
+
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """An empty data directory, selected through ``KBTUI_HOME`` as an operator would."""
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest):
+    """An empty data directory, selected through ``KBTUI_HOME`` as an operator would
+    (and, with ``KBTUI_TEST_STORE=postgresql``, an empty PostgreSQL database)."""
     path = tmp_path / "kbhome"
     monkeypatch.setenv("KBTUI_HOME", str(path))
     monkeypatch.setenv("KBTUI_EMBEDDING_PROVIDER", "hash")
+    if on_postgres():
+        monkeypatch.setenv("KBTUI_DATABASE_URL", request.getfixturevalue("postgres_url"))
+    else:
+        monkeypatch.delenv("KBTUI_DATABASE_URL", raising=False)
     yield path
     for log_file in (path / "logs").glob("*.log*"):
         assert CANARY_MARK not in log_file.read_text(errors="replace").lower(), "a log file carried test text"

@@ -10,8 +10,7 @@ that asked for it fails with the reason.
 Running as root (CI, these machines), pgserver runs the server as a system
 user ``pgserver`` that it creates, because PostgreSQL refuses to run as root.
 
-To use the fixtures elsewhere: ``from tests.postgres_server import
-postgres_server, postgres_url  # noqa: F401`` in a ``conftest.py``.
+The fixtures are offered to the whole suite by ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -60,6 +59,20 @@ class TestServer:
     def drop_database(self, name: str) -> None:
         with psycopg.connect(self.admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def pause(self) -> None:
+        """Stop the server (a fast shutdown: open connections are cut), as a
+        crash or a restart would; :meth:`resume` starts it again."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
+
+    def resume(self) -> None:
+        """Start a paused server again, with the options it was started with
+        (``pg_ctl restart`` reads them from ``postmaster.opts``)."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-w", "restart"], pgdata=self._server.pgdata, user=self._server.system_user)
 
     def stop(self) -> None:
         try:

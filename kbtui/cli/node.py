@@ -182,7 +182,7 @@ def doctor(ctx: click.Context, quick: bool, as_json: bool, upgrade_blobs: bool) 
         console=Console(stderr=True), disable=quick or not sys.stderr.isatty(), transient=True,
     ) as progress:
         task = progress.add_task("authenticating", total=None)
-        found = examine_data_directory(ctx.obj.home, quick=quick, progress=advance(progress, task))
+        found = examine_data_directory(ctx.obj, quick=quick, progress=advance(progress, task))
     if as_json:
         click.echo(json.dumps({**examination_json(found), **({"upgrade": upgraded} if upgraded else {})}, indent=2))
     else:

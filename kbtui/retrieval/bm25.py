@@ -16,19 +16,14 @@ FTS5's own ``D``, ``N``, ``avgdl`` and ``n``. A word adds at most
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kbtui.retrieval.snippets import stem
+from store.tokens import stemmed, surface_tokens, tokens
 
 K1 = 1.2
 B = 0.75
 MIN_IDF = 1e-6
-# FTS5's porter tokenizer stems tokens of 3 to 64 bytes and passes others through.
-_PORTER_MIN, _PORTER_MAX = 3, 64
-_TOKEN = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -39,30 +34,15 @@ class CorpusStatistics:
 
 def idf(rows: int, holding: int) -> float:
     """FTS5's idf of a phrase held by ``holding`` of ``rows`` rows."""
-    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 else 0.0
+    # ``holding`` above ``rows`` happens when the two were read before and after
+    # a commit: such a word is in (nearly) every row.
+    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 and holding < rows else 0.0
     return value if value > 0 else MIN_IDF
 
 
 def upper_bound(word_idf: float, repeats: int = 1) -> float:
     """The most one query word (said ``repeats`` times) can add to a row's score."""
     return repeats * word_idf * (K1 + 1.0)
-
-
-def _surface_tokens(text: str) -> list[str]:
-    """``text`` split and folded as ``unicode61 remove_diacritics 2`` does (before stemming)."""
-    folded = text.lower()
-    if not folded.isascii():
-        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
-    return _TOKEN.findall(folded)
-
-
-def _stemmed(token: str) -> str:
-    return stem(token) if _PORTER_MIN <= len(token.encode("utf-8")) <= _PORTER_MAX else token
-
-
-def tokens(text: str) -> list[str]:
-    """``text`` tokenized as ``porter unicode61 remove_diacritics 2`` does."""
-    return [_stemmed(t) for t in _surface_tokens(text)]
 
 
 def phrase_tokens(word: str) -> tuple[str, ...]:
@@ -92,10 +72,10 @@ def _column_tokens(text: str, prefixes: frozenset[str] | None) -> list[str]:
     rest stand as an inert placeholder (counts and positions are kept)."""
     if not text:
         return []
-    surface = _surface_tokens(text)
+    surface = surface_tokens(text)
     if prefixes is None:
-        return [_stemmed(t) for t in surface]
-    return [_stemmed(t) if t[:2] in prefixes or len(t) <= 3 else "" for t in surface]
+        return [stemmed(t) for t in surface]
+    return [stemmed(t) if t[:2] in prefixes or len(t) <= 3 else "" for t in surface]
 
 
 def contribution(frequency: float, word_idf: float, row_tokens: int, stats: CorpusStatistics) -> float:

@@ -53,6 +53,7 @@ from kbtui.retrieval.rerank import LlamaServerReranker, rerank_skip_reason
 from kbtui.retrieval.results import ALL_COLLECTIONS, Hit, Neighbour, SearchExplain, SearchResponse
 from kbtui.retrieval.sections import with_section_openings
 from kbtui.retrieval.snippets import QueryHighlighter
+from store.errors import StoreUnavailable
 from store.records import ChunkRecord
 
 log = logging.getLogger(__name__)
@@ -123,10 +124,14 @@ class SearchService:
     # ------------------------------------------------------------ the search
 
     def search(self, request: SearchRequest) -> SearchResponse:
-        """Run one search; never raises (failures become ``degraded`` reasons)."""
+        """Run one search. Failures become ``degraded`` reasons, except a store
+        that cannot be used at all (a database server down or unreachable):
+        :class:`StoreUnavailable`, one line for the operator, rather than no results."""
         started = time.perf_counter()
         try:
             return self._search(request, started)
+        except StoreUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - search degrades, never errors
             log.error("search failed: %s", type(exc).__name__)
             return SearchResponse([], ["search_failed"], (time.perf_counter() - started) * 1000)
@@ -292,6 +297,8 @@ class SearchService:
                     found_in.update((chunk_id, collection_id) for chunk_id, _ in found.ranked)
                     results.append(found)
             result: LexicalResult | None = _merged_lexical(results, pool)
+        except StoreUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001 - database errors echo query words: type only
             log.warning("lexical arm failed: %s", type(exc).__name__)
             result = None
@@ -338,6 +345,8 @@ class SearchService:
             similarity = dict(merged)
             ranked = self._with_section_openings(merged, similarity, query_vector, identity)[:pool]
             return VectorArm(ranked, {c: similarity[c] for c, _ in ranked}, query_vector)
+        except StoreUnavailable:
+            raise
         except Exception as exc:  # noqa: BLE001
             log.warning("vector arm failed: %s", type(exc).__name__)
             degraded.append("vector_failed")

@@ -13,31 +13,15 @@ match and cut at word boundaries on both sides.
 
 from __future__ import annotations
 
-import functools
 import re
-import threading
 from dataclasses import dataclass
 
-import Stemmer
-
 from kbtui.retrieval.fts_query import _CJK_RUN, _WORD, STOP_WORDS, parse_query
+from store.tokens import stem
 
 SNIPPET_CHARS = 200
 ELLIPSIS = "…"
 _LEAD_SHARE = 4  # the window opens about width / 4 before its first match
-
-# A PyStemmer object must not be shared between threads: one per thread.
-_stemmers = threading.local()
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """The Porter stem of a lower-case word (FTS5's ``porter`` tokenizer agrees)."""
-    stemmer = getattr(_stemmers, "porter", None)
-    if stemmer is None:
-        stemmer = _stemmers.porter = Stemmer.Stemmer("porter")
-    return stemmer.stemWord(word)
-
 
 @dataclass(frozen=True)
 class Segment:

@@ -29,21 +29,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import BinaryIO
 
 import psycopg
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from store.blobs import (
-    _BLOB_LABEL,
-    HEADER_SIZE,
-    LEGACY_VERSION,
-    MAGIC,
-    SEGMENT_SIZE,
-    TAG_SIZE,
-    FileChanged,
-    SealedBlob,
-    _derive_key,
-    _nonce,
-)
+from store.blobs import LEGACY_VERSION, SEGMENT_SIZE, TAG_SIZE, FileChanged, SealedBlob, SegmentCipher, new_header, read_header
 from store.errors import BlobCorrupt, StoreError
 from store.files import SourceFile
 
@@ -57,8 +44,12 @@ _READ_BATCH = 8
 class PostgresBlobStore:
     """Encrypted blobs in ``blob`` and ``blob_segment`` rows, one blob per id."""
 
-    def __init__(self, connection: ConnectionSource, node_key: bytes) -> None:
+    def __init__(self, connection: ConnectionSource, node_key: bytes, *, reader: ConnectionSource | None = None) -> None:
+        """``reader`` (default ``connection``) is where a blob is read from as it
+        is consumed: a connection held, with a transaction open, until the
+        reading ends."""
         self._connection = connection
+        self._reader = reader or connection
         self._node_key = node_key
 
     def seal(
@@ -75,11 +66,8 @@ class PostgresBlobStore:
         nothing is stored. An existing blob of that id is replaced."""
         if not blob_id:
             raise ValueError("invalid blob id")
-        salt = secrets.token_bytes(16)
-        prefix = secrets.token_bytes(7)
-        header = MAGIC + bytes([LEGACY_VERSION]) + SEGMENT_SIZE.to_bytes(4, "big") + salt + prefix
-        aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
-        aad = header + blob_id.encode()
+        header = new_header(LEGACY_VERSION)
+        cipher = SegmentCipher.of(self._node_key, header, blob_id)
         digest = hashlib.sha256()
         size = 0
         counter = 0
@@ -98,7 +86,7 @@ class PostgresBlobStore:
                     last = not following
                     digest.update(current)
                     size += len(current)
-                    copy.write_row((blob_id, counter, aead.encrypt(_nonce(prefix, counter, last), current, aad)))
+                    copy.write_row((blob_id, counter, cipher.seal(counter, last, current)))
                     if last:
                         break
                     counter += 1
@@ -127,17 +115,13 @@ class PostgresBlobStore:
 
         The records come from one snapshot (a transaction held while the
         caller reads), so a blob replaced meanwhile is read whole as it was."""
-        with self._connection() as conn, conn.transaction():
+        with self._reader() as conn, conn.transaction():
             row = conn.execute("SELECT header FROM blob WHERE id = %s", (blob_id,)).fetchone()
             if row is None:
                 raise BlobCorrupt("the stored source of this document is missing")
             header = bytes(row[0])
-            if len(header) != HEADER_SIZE or header[:4] != MAGIC or header[4] != LEGACY_VERSION:
-                raise BlobCorrupt("the stored source of this document is damaged (bad header)")
-            segment_size = int.from_bytes(header[5:9], "big")
-            salt, prefix = header[9:25], header[25:32]
-            aead = AESGCM(_derive_key(self._node_key, salt, _BLOB_LABEL, blob_id))
-            aad = header + blob_id.encode()
+            segment_size = read_header(header, LEGACY_VERSION)
+            cipher = SegmentCipher.of(self._node_key, header, blob_id)
             with conn.cursor(name=f"blob_{secrets.token_hex(6)}") as cursor:
                 cursor.itersize = _READ_BATCH
                 cursor.execute("SELECT record FROM blob_segment WHERE blob_id = %s ORDER BY counter", (blob_id,))
@@ -149,13 +133,7 @@ class PostgresBlobStore:
                     last = following is None
                     if len(current) > segment_size + TAG_SIZE:
                         raise BlobCorrupt("the stored source of this document is damaged (bad segment)")
-                    try:
-                        yield aead.decrypt(_nonce(prefix, counter, last), current, aad)
-                    except InvalidTag:
-                        raise BlobCorrupt(
-                            "the stored source of this document failed authentication "
-                            "(tampered, truncated or written with another key)"
-                        ) from None
+                    yield cipher.open(counter, last, current)
                     if following is None:
                         return
                     counter += 1

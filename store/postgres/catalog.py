@@ -1,7 +1,7 @@
-"""The catalog writes that decide what search sees, on PostgreSQL: the Pending
-row with its blob, status transitions, the atomic index commit and the purge
-(:mod:`store.catalog`'s ``create_document``, ``set_status``, ``commit_index``
-and ``purge_document``, the connection first).
+"""The catalog on PostgreSQL: :mod:`store.catalog` with the connection first.
+Adding (the Pending row with its blob, uploads de-duplicated by content),
+reading, status transitions, the atomic index commit, the purge, the sweep
+and the queue of record.
 
 Every write is one transaction. The index commit locks the document row
 first (``FOR UPDATE``), so a purge and a commit of one document, from any
@@ -13,26 +13,74 @@ orphan blob is left by a crash.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import psycopg
 
 from store.blobs import FileChanged, seal_name
-from store.catalog import Superseded
-from store.models import Status
+from store.errors import NotFound, Superseded
+from store.files import open_source
 from store.postgres.blobs import PostgresBlobStore
 from store.postgres.lexical import indexed_columns
 from store.postgres.vectors import ensure_vector_index
+from store.records import NON_TERMINAL, AddOutcome, DocumentRecord, HistoryRecord, OcrPage, Status
+
+# The columns of a DocumentRecord, in order.
+DOCUMENT_COLUMNS = (
+    "id, collection_id, content_hash, display_name, format, source_path, source_id, size_bytes, status,"
+    " failure_reason, coalesce(progress, 0), parser_version, chunker_version, vector_identity, vector_dim,"
+    " chunk_count, created_at, updated_at, indexed_at"
+)
 
 
 def ensure_collection(conn: psycopg.Connection, collection_id: str) -> None:
     conn.execute(
         "INSERT INTO collection(id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
         (collection_id, time.time()),
+    )
+
+
+def collection_exists(conn: psycopg.Connection, collection_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM collection WHERE id = %s", (collection_id,)).fetchone() is not None
+
+
+def list_collections(conn: psycopg.Connection) -> list[str]:
+    return [row[0] for row in conn.execute("SELECT id FROM collection ORDER BY id").fetchall()]
+
+
+def changed_while_read(content_hash: str) -> Callable[[str], None]:
+    def unchanged(sha256: str) -> None:
+        if sha256 != content_hash:
+            raise FileChanged("the file changed while it was being added; try again")
+
+    return unchanged
+
+
+def _insert_pending(
+    conn: psycopg.Connection, node_key: bytes, document_id: str, collection_id: str, *, content_hash: str,
+    size: int, display_name: str, fmt: str, source_path: str | None, source_id: str | None,
+) -> None:
+    """The Pending row of a blob written in the same transaction, and its first history line."""
+    now = time.time()
+    ensure_collection(conn, collection_id)
+    conn.execute(
+        "INSERT INTO document(id, collection_id, content_hash, display_name, format, source_path, source_id,"
+        " size_bytes, status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            document_id, collection_id, content_hash, seal_name(node_key, document_id, display_name), fmt,
+            source_path, source_id, size, Status.PENDING.value, now, now,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO status_history(document_id, status, at) VALUES (%s, %s, %s)",
+        (document_id, Status.PENDING.value, now),
     )
 
 
@@ -59,30 +107,228 @@ def create_document(
     the same bytes to a collection (``psycopg.errors.UniqueViolation``).
     """
     document_id = uuid.uuid4().hex
-
-    def unchanged(sha256: str) -> None:
-        if sha256 != content_hash:
-            raise FileChanged("the file changed while it was being added; try again")
-
-    now = time.time()
     with conn.transaction():
-        sealed = blobs.seal(document_id, source, check=unchanged, conn=conn)
-        ensure_collection(conn, collection_id)
-        conn.execute(
-            "INSERT INTO document(id, collection_id, content_hash, display_name, format, source_path, source_id,"
-            " size_bytes, status, created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                document_id, collection_id, sealed.sha256, seal_name(node_key, document_id, display_name), fmt,
-                source_path, source_id, sealed.size, Status.PENDING.value, now, now,
-            ),
-        )
-        conn.execute(
-            "INSERT INTO status_history(document_id, status, at) VALUES (%s, %s, %s)",
-            (document_id, Status.PENDING.value, now),
+        sealed = blobs.seal(document_id, source, check=changed_while_read(content_hash), conn=conn)
+        _insert_pending(
+            conn, node_key, document_id, collection_id, content_hash=sealed.sha256, size=sealed.size,
+            display_name=display_name, fmt=fmt, source_path=source_path, source_id=source_id,
         )
         if also is not None:
             also(conn, document_id)
     return document_id
+
+
+def add_document(
+    conn: psycopg.Connection, blobs: PostgresBlobStore, node_key: bytes, collection_id: str, source: Path, *,
+    display_name: str, fmt: str, max_bytes: int | None = None,
+) -> AddOutcome:
+    """Store the file at ``source`` encrypted and record it as a Pending document
+    (``store.catalog.add_document``: opened once, read once under ``max_bytes``,
+    hashed as it is encrypted). The same bytes added twice to one collection
+    are one document; re-adding a Failed document's bytes queues it again.
+
+    The blob and the row commit together; bytes already in the collection
+    roll both back, so nothing is left to sweep.
+    """
+    document_id = uuid.uuid4().hex
+    existing: DocumentRecord | None = None
+    try:
+        with open_source(source, max_bytes=max_bytes) as opened, conn.transaction():
+            sealed = blobs.seal(document_id, opened, check=lambda _sha256: opened.finish(), conn=conn)
+            existing = _upload_with_hash(conn, collection_id, sealed.sha256)
+            if existing is not None:
+                raise psycopg.Rollback()  # the blob written above goes with the transaction
+            _insert_pending(
+                conn, node_key, document_id, collection_id, content_hash=sealed.sha256, size=sealed.size,
+                display_name=display_name, fmt=fmt, source_path=None, source_id=None,
+            )
+    except psycopg.errors.UniqueViolation:
+        # Another node added the same bytes between our check and insert.
+        existing = _upload_with_hash(conn, collection_id, sealed.sha256)
+        if existing is None:
+            raise
+    if existing is None:
+        return AddOutcome(document_id, True, Status.PENDING.value)
+    return _readd_existing(conn, existing)
+
+
+def add_upload(
+    conn: psycopg.Connection, blobs: PostgresBlobStore, node_key: bytes, collection_id: str, data: bytes, *,
+    display_name: str, fmt: str,
+) -> AddOutcome:
+    """Store bytes that came without a path as a Pending document; the same
+    bytes already uploaded to the collection are that document."""
+    content_hash = hashlib.sha256(data).hexdigest()
+    existing = _upload_with_hash(conn, collection_id, content_hash)
+    if existing is None:
+        try:
+            document_id = create_document(
+                conn, blobs, node_key, collection_id, io.BytesIO(data), content_hash=content_hash,
+                display_name=display_name, fmt=fmt,
+            )
+            return AddOutcome(document_id, True, Status.PENDING.value)
+        except psycopg.errors.UniqueViolation:
+            existing = _upload_with_hash(conn, collection_id, content_hash)
+            if existing is None:
+                raise
+    return _readd_existing(conn, existing)
+
+
+def _upload_with_hash(conn: psycopg.Connection, collection_id: str, content_hash: str) -> DocumentRecord | None:
+    row = conn.execute(
+        f"SELECT {DOCUMENT_COLUMNS} FROM document WHERE collection_id = %s AND content_hash = %s"
+        " AND source_path IS NULL",
+        (collection_id, content_hash),
+    ).fetchone()
+    return None if row is None else document_record(row)
+
+
+def _readd_existing(conn: psycopg.Connection, document: DocumentRecord) -> AddOutcome:
+    if document.status == Status.FAILED.value:
+        set_status(conn, document.id, Status.PENDING)
+        return AddOutcome(document.id, False, Status.PENDING.value)
+    return AddOutcome(document.id, False, document.status)
+
+
+# ---------------------------------------------------------------- reads
+
+
+def document_record(row: Sequence[Any]) -> DocumentRecord:
+    """A DocumentRecord from a row selected with DOCUMENT_COLUMNS."""
+    values = list(row)
+    values[3] = bytes(values[3])
+    return DocumentRecord(*values)
+
+
+def document(conn: psycopg.Connection, document_id: str) -> DocumentRecord | None:
+    row = conn.execute(f"SELECT {DOCUMENT_COLUMNS} FROM document WHERE id = %s", (document_id,)).fetchone()
+    return None if row is None else document_record(row)
+
+
+def document_at(conn: psycopg.Connection, collection_id: str, source_path: str) -> DocumentRecord | None:
+    """The document a collection holds at ``source_path``, if any."""
+    row = conn.execute(
+        f"SELECT {DOCUMENT_COLUMNS} FROM document WHERE collection_id = %s AND source_path = %s"
+        " ORDER BY created_at, id LIMIT 1",
+        (collection_id, source_path),
+    ).fetchone()
+    return None if row is None else document_record(row)
+
+
+def resolve_document(conn: psycopg.Connection, reference: str, collection_id: str | None = None) -> DocumentRecord:
+    """Find a document by full id or a unique id prefix (at least 6 characters)."""
+    reference = reference.strip().lower()
+    scope, params = ("", []) if collection_id is None else (" AND collection_id = %s", [collection_id])
+    exact = conn.execute(
+        f"SELECT {DOCUMENT_COLUMNS} FROM document WHERE id = %s{scope}", [reference, *params]
+    ).fetchone()
+    if exact is not None:
+        return document_record(exact)
+    if len(reference) >= 6 and all(c in "0123456789abcdef" for c in reference):
+        matches = conn.execute(
+            f"SELECT {DOCUMENT_COLUMNS} FROM document WHERE starts_with(id, %s){scope} ORDER BY id LIMIT 2",
+            [reference, *params],
+        ).fetchall()
+        if len(matches) == 1:
+            return document_record(matches[0])
+        if len(matches) > 1:
+            raise NotFound("document id prefix is ambiguous; give more characters")
+    raise NotFound("no such document")
+
+
+def documents(
+    conn: psycopg.Connection, collection_id: str | None = None, status: str | None = None, *,
+    updated_since: float | None = None, document_ids: Sequence[str] | None = None,
+) -> list[DocumentRecord]:
+    """Documents oldest first: of one collection (None: all), optionally of one
+    status, updated at or after ``updated_since``, or among ``document_ids`` (in that order)."""
+    conditions: list[str] = []
+    params: list[object] = []
+    for condition, value in (
+        ("collection_id = %s", collection_id), ("status = %s", status), ("updated_at >= %s", updated_since),
+    ):
+        if value is not None:
+            conditions.append(condition)
+            params.append(value)
+    ids = None if document_ids is None else list(dict.fromkeys(document_ids))
+    if ids is not None:
+        conditions.append("id = ANY(%s)")
+        params.append(ids)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    rows = conn.execute(
+        f"SELECT {DOCUMENT_COLUMNS} FROM document{where} ORDER BY created_at, id", params
+    ).fetchall()
+    found = [document_record(row) for row in rows]
+    if ids is None:
+        return found
+    by_id = {record.id: record for record in found}
+    return [by_id[d] for d in ids if d in by_id]
+
+
+def document_ids_with_prefix(
+    conn: psycopg.Connection, prefix: str, collection_id: str | None, limit: int
+) -> list[str]:
+    """Up to ``limit`` ids starting with ``prefix`` (lower-case hex), of one collection or all."""
+    scope, params = ("", []) if collection_id is None else (" AND collection_id = %s", [collection_id])
+    rows = conn.execute(
+        f"SELECT id FROM document WHERE starts_with(id, %s){scope} ORDER BY id LIMIT %s", [prefix, *params, limit]
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def statuses(conn: psycopg.Connection, document_ids: Sequence[str]) -> dict[str, str]:
+    """The status of each of ``document_ids`` that still exists."""
+    rows = conn.execute(
+        "SELECT id, status FROM document WHERE id = ANY(%s)", (list(dict.fromkeys(document_ids)),)
+    ).fetchall()
+    return {document_id: status for document_id, status in rows}
+
+
+def sealed_names(conn: psycopg.Connection, document_ids: Sequence[str]) -> dict[str, bytes]:
+    """The sealed display name of each of ``document_ids`` that still exists."""
+    rows = conn.execute(
+        "SELECT id, display_name FROM document WHERE id = ANY(%s)", (list(dict.fromkeys(document_ids)),)
+    ).fetchall()
+    return {document_id: bytes(sealed) for document_id, sealed in rows}
+
+
+def status_counts(conn: psycopg.Connection, collection_id: str | None = None) -> dict[str, int]:
+    """How many documents are in each status."""
+    if collection_id is None:
+        rows = conn.execute("SELECT status, count(*) FROM document GROUP BY status").fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT status, count(*) FROM document WHERE collection_id = %s GROUP BY status", (collection_id,)
+        ).fetchall()
+    return {status: int(count) for status, count in rows}
+
+
+def catalog_stamp(conn: psycopg.Connection, collection_id: str) -> tuple[int, float]:
+    """A cheap change stamp: (row count, newest updated_at) of the collection."""
+    row = conn.execute(
+        "SELECT count(*), coalesce(max(updated_at), 0) FROM document WHERE collection_id = %s", (collection_id,)
+    ).fetchone()
+    return (int(row[0]), float(row[1])) if row else (0, 0.0)
+
+
+def indexed_chunk_total(conn: psycopg.Connection, collection_id: str) -> int:
+    """How many chunks the collection's Indexed documents have (chunks/s is its rate)."""
+    row = conn.execute(
+        "SELECT coalesce(sum(chunk_count), 0) FROM document WHERE collection_id = %s AND status = %s",
+        (collection_id, Status.INDEXED.value),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def history(conn: psycopg.Connection, document_id: str) -> list[HistoryRecord]:
+    """A document's status transitions, oldest first."""
+    rows = conn.execute(
+        "SELECT status, reason, at FROM status_history WHERE document_id = %s ORDER BY id", (document_id,)
+    ).fetchall()
+    return [HistoryRecord(*row) for row in rows]
+
+
+# ---------------------------------------------------------------- writes
 
 
 def set_status(
@@ -238,3 +484,136 @@ def purge_document(conn: psycopg.Connection, document_id: str) -> list[int] | No
         conn.execute("DELETE FROM document WHERE id = %s", (document_id,))
         conn.execute("DELETE FROM blob WHERE id = %s", (document_id,))
     return chunk_ids
+
+
+def sweep_orphan_blobs(conn: psycopg.Connection) -> int:
+    """Delete the blobs of documents this catalog removed (``store.catalog.sweep_orphan_blobs``).
+
+    Rows and blobs share the database and are written and purged in one
+    transaction, so this finds something only where a blob outlived its row
+    some other way; a blob the catalog has never heard of is kept, as in SQLite.
+    """
+    with conn.transaction():
+        removed = conn.execute(
+            "DELETE FROM blob WHERE id IN (SELECT r.id FROM removed_document AS r"
+            " WHERE NOT EXISTS (SELECT 1 FROM document AS d WHERE d.id = r.id))"
+        ).rowcount
+        # A record is needed only while its blob exists.
+        conn.execute(
+            "DELETE FROM removed_document AS r WHERE NOT EXISTS (SELECT 1 FROM blob AS b WHERE b.id = r.id)"
+            " AND NOT EXISTS (SELECT 1 FROM document AS d WHERE d.id = r.id)"
+        )
+    return removed
+
+
+def reset_non_terminal(conn: psycopg.Connection) -> int:
+    """At start-up, put every document left mid-pipeline back to Pending.
+
+    One node per store for now (its node.lock); with many nodes (issue 28)
+    only documents whose lease expired are reset."""
+    stuck = [s for s in NON_TERMINAL if s != Status.PENDING.value]
+    ids = [row[0] for row in conn.execute("SELECT id FROM document WHERE status = ANY(%s)", (stuck,)).fetchall()]
+    mark_pending(conn, ids)
+    return len(ids)
+
+
+def claim_pending(conn: psycopg.Connection, limit: int | None = None) -> list[str]:
+    """The Pending documents to work on next, oldest first: the one place that
+    hands out work. With one node per store it only reads; for many nodes
+    (issue 28) this becomes ``FOR UPDATE SKIP LOCKED`` under a lease."""
+    rows = conn.execute(
+        "SELECT id FROM document WHERE status = %s ORDER BY created_at, id LIMIT %s",
+        (Status.PENDING.value, limit),
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def stale_document_ids(
+    conn: psycopg.Connection, *, parser_version: int, chunker_version: int, vector_identity: str | None, limit: int
+) -> list[str]:
+    """Indexed documents built by another parser, chunker or (when given) vector
+    identity; then documents that failed as no_text under an older parser
+    (each read once per parser version)."""
+    condition = "parser_version <> %s OR chunker_version <> %s"
+    params: list[object] = [Status.INDEXED.value, parser_version, chunker_version]
+    if vector_identity is not None:
+        condition += " OR vector_identity <> %s"
+        params.append(vector_identity)
+    rows = conn.execute(
+        f"SELECT id FROM document WHERE status = %s AND ({condition}) ORDER BY indexed_at LIMIT %s", [*params, limit]
+    ).fetchall()
+    stale = [row[0] for row in rows]
+    if len(stale) < limit:
+        rows = conn.execute(
+            "SELECT id FROM document WHERE status = 'Failed' AND failure_reason = 'no_text' AND NOT EXISTS ("
+            " SELECT 1 FROM document_extraction AS e WHERE e.document_id = document.id AND e.parser_version = %s)"
+            " ORDER BY updated_at, id LIMIT %s",
+            (parser_version, limit - len(stale)),
+        ).fetchall()
+        stale += [row[0] for row in rows]
+    return stale
+
+
+def mark_pending(conn: psycopg.Connection, document_ids: Sequence[str]) -> None:
+    """Queue documents for (re-)indexing; an indexed one keeps serving meanwhile."""
+    for document_id in document_ids:
+        set_status(conn, document_id, Status.PENDING, progress=0.0)
+
+
+# ---------------------------------------------------------------- extraction records
+
+
+def record_extraction(conn: psycopg.Connection, document_id: str, parser_version: int, pages: Sequence[Any]) -> None:
+    """Replace the document's extraction record and OCR pages (nothing when it was deleted)."""
+    with conn.transaction():
+        if conn.execute("SELECT 1 FROM document WHERE id = %s FOR SHARE", (document_id,)).fetchone() is None:
+            return
+        conn.execute(
+            "INSERT INTO document_extraction(document_id, parser_version, extracted_at) VALUES (%s, %s, %s)"
+            " ON CONFLICT (document_id) DO UPDATE SET parser_version = EXCLUDED.parser_version,"
+            " extracted_at = EXCLUDED.extracted_at",
+            (document_id, parser_version, time.time()),
+        )
+        conn.execute("DELETE FROM ocr_page WHERE document_id = %s", (document_id,))
+        rows = {page.page: (document_id, page.page, page.confidence, page.words, page.seconds, page.reason) for page in pages}
+        if rows:
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO ocr_page(document_id, page, confidence, words, seconds, reason)"
+                    " VALUES (%s, %s, %s, %s, %s, %s)",
+                    list(rows.values()),
+                )
+
+
+def ocr_pages(conn: psycopg.Connection, document_id: str) -> list[OcrPage]:
+    """The pages OCR ran on at the document's last extraction, in page order."""
+    rows = conn.execute(
+        "SELECT page, confidence, words, seconds, reason FROM ocr_page WHERE document_id = %s ORDER BY page",
+        (document_id,),
+    ).fetchall()
+    return [OcrPage(*row) for row in rows]
+
+
+def low_confidence_document_ids(
+    conn: psycopg.Connection, threshold: float, collection_id: str | None = None
+) -> list[str]:
+    """Documents with at least one OCR'd page whose mean confidence is under ``threshold``."""
+    scope, params = ("", []) if collection_id is None else (" AND d.collection_id = %s", [collection_id])
+    rows = conn.execute(
+        "SELECT d.id FROM document AS d WHERE EXISTS ("
+        f" SELECT 1 FROM ocr_page AS p WHERE p.document_id = d.id AND p.confidence < %s){scope}"
+        " ORDER BY d.created_at, d.id",
+        [threshold, *params],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def ocr_pages_read_recently(conn: psycopg.Connection, collection_id: str, window_s: float = 60.0) -> int:
+    """Pages OCR read text from in the collection's extractions of the last ``window_s`` seconds."""
+    row = conn.execute(
+        "SELECT count(*) FROM document_extraction AS e JOIN document AS d ON d.id = e.document_id"
+        " JOIN ocr_page AS p ON p.document_id = e.document_id"
+        " WHERE e.extracted_at >= %s AND d.collection_id = %s AND p.confidence IS NOT NULL",
+        (time.time() - window_s, collection_id),
+    ).fetchone()
+    return int(row[0]) if row else 0

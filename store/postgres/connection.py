@@ -14,16 +14,19 @@ every write opens its own with ``conn.transaction()``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import PoolTimeout
 
-from store.errors import StoreError
+from store.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +40,9 @@ _CONNINFO_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
-class ServerProblem(StoreError):
+class ServerProblem(StoreUnavailable):
     """The PostgreSQL server cannot be used right now (unreachable, refused,
     too slow, full, or the connection was lost): a storage condition."""
-
-    exit_code = 3
 
 
 def is_postgres_url(text: str) -> bool:
@@ -90,6 +91,7 @@ class PostgresSettings:
     statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS
     lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS
     application_name: str = "kbtui"
+    read_only: bool = False
 
     def __post_init__(self) -> None:
         if not is_postgres_url(self.url):
@@ -112,25 +114,58 @@ class PostgresSettings:
         )
 
 
+def connection_arguments(settings: PostgresSettings) -> tuple[str, dict[str, object]]:
+    """The connection string and ``psycopg.connect`` keywords of every connection
+    to the store (a direct one, or a pool's)."""
+    options = f"-c statement_timeout={settings.statement_timeout_ms} -c lock_timeout={settings.lock_timeout_ms}"
+    if settings.read_only:
+        # The server itself refuses a write from a command that only reads.
+        options += " -c default_transaction_read_only=on"
+    # TCP keepalives: a server that vanishes mid-query (cable, power) is noticed
+    # in about idle + interval * count = 25 s instead of the kernel's two hours.
+    keepalives = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+    keywords: dict[str, object] = {
+        "autocommit": True,
+        "connect_timeout": settings.connect_timeout_s,
+        "application_name": settings.application_name,
+        "options": options,
+    }
+    return make_conninfo(settings.url, **keepalives), keywords
+
+
 def connect(settings: PostgresSettings) -> psycopg.Connection:
     """A new autocommit connection, or :class:`ServerProblem` within about
     ``connect_timeout_s`` (per address the host name resolves to)."""
-    options = f"-c statement_timeout={settings.statement_timeout_ms} -c lock_timeout={settings.lock_timeout_ms}"
     try:
-        # TCP keepalives: a server that vanishes mid-query (cable, power) is noticed
-        # in about idle + interval * count = 25 s instead of the kernel's two hours.
-        keepalives = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
-        conn = psycopg.connect(
-            make_conninfo(settings.url, **keepalives),
-            autocommit=True,
-            connect_timeout=settings.connect_timeout_s,
-            application_name=settings.application_name,
-            options=options,
-        )
+        conninfo, keywords = connection_arguments(settings)
+        conn = psycopg.connect(conninfo, **keywords)  # type: ignore[arg-type]
     except psycopg.Error as exc:
         raise connect_problem(settings, exc) from None
     log.debug("connected to the PostgreSQL store at %s", settings.server)
     return conn
+
+
+class DriverLogs(logging.Filter):
+    """psycopg's and its pool's own log records, kept to their first words.
+
+    Their messages carry libpq's text (a socket path, a host, whatever the
+    server said), which this module never passes on; a connection the pool
+    could not make is the operator's business through the one-line error of
+    the call that needed it, so its warning becomes an informational line
+    of the log file instead of a second line on the terminal."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        first_words = record.getMessage().split(": ", 1)[0]
+        record.msg, record.args = first_words, None
+        if record.levelno == logging.WARNING:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+DRIVER_LOGGERS = ("psycopg", "psycopg.pool")
+_driver_logs = DriverLogs()
+for _name in DRIVER_LOGGERS:
+    logging.getLogger(_name).addFilter(_driver_logs)
 
 
 def register_types(conn: psycopg.Connection) -> None:
@@ -145,7 +180,8 @@ def connect_problem(settings: PostgresSettings, exc: psycopg.Error) -> ServerPro
     server = settings.server
     state = exc.sqlstate or ""
     words = str(exc).lower()
-    log.warning("cannot connect to the PostgreSQL store at %s (%s %s)", server, type(exc).__name__, state)
+    # The operator gets the one line below; the log file keeps the type.
+    log.info("cannot connect to the PostgreSQL store at %s (%s %s)", server, type(exc).__name__, state)
     if isinstance(exc, psycopg.ProgrammingError) and not state:
         return ServerProblem("the PostgreSQL URL cannot be read; check KBTUI_DATABASE_URL")
     # A failed connection carries no SQLSTATE: libpq's words tell the cases apart.
@@ -189,8 +225,28 @@ def storage_problem(exc: BaseException, settings: PostgresSettings) -> StoreErro
         return ServerProblem(f"the PostgreSQL server {server} is out of resources; nothing was changed")
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CrashShutdown | pg_errors.CannotConnectNow):
         return ServerProblem(f"the PostgreSQL server {server} shut down; the unfinished change was rolled back")
+    if isinstance(exc, PoolTimeout):
+        return ServerProblem(
+            f"the PostgreSQL server {server} cannot be reached (no connection within {settings.connect_timeout_s} s); "
+            "check that it runs and is reachable"
+        )
+    if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+        return ServerProblem(f"this command only reads, but tried to change the PostgreSQL database {server}")
     if isinstance(exc, psycopg.OperationalError):
         return ServerProblem(
             f"the connection to the PostgreSQL server {server} was lost; the unfinished change was rolled back"
         )
     return None
+
+
+@contextlib.contextmanager
+def translated_errors(settings: PostgresSettings) -> Iterator[None]:
+    """Server conditions met inside the block as one line naming the server
+    (:func:`storage_problem`); any other error rises unchanged."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        problem = storage_problem(exc, settings)
+        if problem is None:
+            raise
+        raise problem from None

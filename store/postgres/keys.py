@@ -38,6 +38,11 @@ def check_node_key(conn: psycopg.Connection, key: bytes, *, server: str) -> None
                 (FINGERPRINT_KEY, key_fingerprint(key)),
             )
         stored = stored_fingerprint(conn)
+    refuse_other_key(key, stored, server=server)
+
+
+def refuse_other_key(key: bytes, stored: bytes | None, *, server: str) -> None:
+    """Refuse ``key`` unless its fingerprint is ``stored`` (read from the database)."""
     if stored is None or not hmac.compare_digest(key_fingerprint(key), stored):
         raise KeyProblem(
             f"the node key ({KEY_FILE_NAME}) does not match the data in the PostgreSQL database {server}; "

@@ -128,7 +128,8 @@ def _float(value: float) -> sql.Composable:
 
 
 def _idf(rows: int, holding: int) -> float:
-    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 else 0.0
+    # ``holding`` above ``rows`` happens when the two were read before and after a commit.
+    value = math.log((rows - holding + 0.5) / (holding + 0.5)) if rows > 0 and holding < rows else 0.0
     return value if value > 0 else MIN_IDF
 
 

@@ -1,9 +1,8 @@
-"""The lexical index's tokens, made in Python as SQLite's FTS5 makes them, so that
-both stores rank with the same terms: ``porter unicode61 remove_diacritics 2``
-(lower case, diacritics folded, runs of letters and digits, Porter stems of
-3 to 64 bytes). PostgreSQL's own parsers and stemmers differ (Snowball's
-English stemmer, stop-word removal, file paths and hyphenated words kept
-whole), which would move the lexical arm away from the SQLite figures.
+"""The lexical index's ``tsvector`` columns, from the tokens SQLite's FTS5 makes
+(:mod:`store.tokens`), so that both stores rank with the same terms.
+PostgreSQL's own parsers and stemmers differ (Snowball's English stemmer,
+stop-word removal, file paths and hyphenated words kept whole), which would
+move the lexical arm away from the SQLite figures.
 
 A chunk's four indexed columns become one weighted ``tsvector``: path (A),
 heading (B), symbol (C) and body (D), positions running on through the
@@ -20,36 +19,15 @@ query terms are cut at 64 characters).
 
 from __future__ import annotations
 
-import re
-import threading
-import unicodedata
 from collections.abc import Sequence
 
-import Stemmer
+from store.tokens import tokens
 
 # Column weight letters in chunk_fts order: source_path, heading_path, symbol, content.
 WEIGHT_LETTERS = ("A", "B", "C", "D")
 MAX_POSITION = 16383
 MAX_POSITIONS_PER_LEXEME = 256
 MAX_LEXEME_BYTES = 2046
-_PORTER_MIN, _PORTER_MAX = 3, 64
-_TOKEN = re.compile(r"[^\W_]+")
-_stemmers = threading.local()  # a PyStemmer object must not be shared between threads
-
-
-def _stem(token: str) -> str:
-    stemmer = getattr(_stemmers, "porter", None)
-    if stemmer is None:
-        stemmer = _stemmers.porter = Stemmer.Stemmer("porter")
-    return str(stemmer.stemWord(token))
-
-
-def tokens(text: str) -> list[str]:
-    """``text`` tokenized as FTS5's ``porter unicode61 remove_diacritics 2`` does."""
-    folded = text.lower()
-    if not folded.isascii():
-        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
-    return [_stem(t) if _PORTER_MIN <= len(t.encode("utf-8")) <= _PORTER_MAX else t for t in _TOKEN.findall(folded)]
 
 
 def _quoted(lexeme: str) -> str:

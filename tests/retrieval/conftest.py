@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from kbtui.extract import format_for
-from store import catalog
 
 
 def add_and_index(node, tmp_path: Path, name: str, text: str, collection: str = "DEFAULT") -> str:
@@ -15,9 +14,7 @@ def add_and_index(node, tmp_path: Path, name: str, text: str, collection: str = 
     path = tmp_path / "sources" / collection / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    outcome = catalog.add_document(
-        node.store, collection, path, display_name=name, fmt=format_for(name) or "text"
-    )
+    outcome = node.store.catalog.add_document(collection, path, display_name=name, fmt=format_for(name) or "text")
     assert node.ingest(outcome.document_id) == "Indexed"
     return outcome.document_id
 

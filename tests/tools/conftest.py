@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 from pathlib import Path
 
 import pytest
@@ -9,8 +11,6 @@ import pytest
 from kbtui.collections import canonical_collection_id
 from kbtui.extract import format_for
 from kbtui.node import Node
-from store import catalog
-from store.models import Document
 from tests.conftest import write
 from tests.tools.scripted_ollama import ScriptedOllama
 
@@ -25,15 +25,18 @@ def add_document(node: Node, tmp_path: Path):
     counter = iter(range(1_000_000))
 
     def add(name: str, text: str, *, collection: str = "DEFAULT", source_path: str | None = None) -> str:
-        path = write(tmp_path / "incoming" / str(next(counter)) / name, text)
-        outcome = catalog.add_document(
-            node.store, canonical_collection_id(collection), path,
-            display_name=name, fmt=format_for(name) or "text",
-        )
-        if source_path is not None:
-            Document.update(source_path=source_path).where(Document.id == outcome.document_id).execute()
-        assert node.ingest(outcome.document_id) == "Indexed"
-        return outcome.document_id
+        collection_id, fmt = canonical_collection_id(collection), format_for(name) or "text"
+        if source_path is None:
+            path = write(tmp_path / "incoming" / str(next(counter)) / name, text)
+            document_id = node.store.catalog.add_document(collection_id, path, display_name=name, fmt=fmt).document_id
+        else:
+            data = text.encode()
+            document_id = node.store.catalog.create_document(
+                collection_id, io.BytesIO(data), content_hash=hashlib.sha256(data).hexdigest(), display_name=name,
+                fmt=fmt, source_path=source_path,
+            )
+        assert node.ingest(document_id) == "Indexed"
+        return document_id
 
     return add
 

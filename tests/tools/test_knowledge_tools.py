@@ -9,7 +9,7 @@ import pytest
 from kbtui.reads import chunk_overlap
 from kbtui.tools.fencing import CONTENT_TRUST, MARKER_PLACEHOLDER, Fence, count_marker_like_text
 from kbtui.tools.knowledge import KnowledgeTools
-from store.models import Chunk, Document
+from store.records import Status
 
 SECRET_NAME = "payroll-zq81-secret-name.md"
 
@@ -91,7 +91,7 @@ def test_a_hostile_document_cannot_break_out_of_its_fence(tools, add_document):
 def test_read_document_is_bounded_and_stitches_chunks_without_repeats(tools, add_document, node):
     words = [f"w{n:04d}" for n in range(1200)]
     document_id = add_document("long.md", "# Long\n\n" + " ".join(words))
-    assert Chunk.select().where(Chunk.document == document_id).count() > 3  # overlapping chunks
+    assert len(node.store.chunks.chunk_summaries(document_id, 100)) > 3  # overlapping chunks
 
     whole = tools.call("read_document", {"document_id": document_id, "collection": "DEFAULT", "max_chars": 50_000})
     text = fenced(whole.payload, "text", whole.payload["text"])
@@ -114,27 +114,27 @@ def test_read_document_needs_the_matching_collection(tools, add_document):
     assert "zebracorn" in fenced(result.payload, "text", result.payload["text"])
 
 
-def test_a_failed_document_is_not_served(tools, add_document):
+def test_a_failed_document_is_not_served(tools, add_document, node):
     document_id = add_document("a.md", "# A\n\nalpha bravo")
-    Document.update(status="Failed").where(Document.id == document_id).execute()
+    node.store.catalog.set_status(document_id, Status.FAILED, reason="internal_error")
     result = tools.call("read_document", {"document_id": document_id, "collection": "DEFAULT"})
     assert result.error == "not_found"
 
 
-def test_surrounding_chunks_stay_inside_the_hits_collection(tools, add_document):
+def test_surrounding_chunks_stay_inside_the_hits_collection(tools, add_document, node):
     words = " ".join(f"v{n:04d}" for n in range(1200))
     document_id = add_document("long.md", "# Long\n\n" + words, collection="ops")
-    chunks = list(Chunk.select().where(Chunk.document == document_id).order_by(Chunk.ordinal))
+    chunks = node.store.chunks.chunk_summaries(document_id, 100)
     middle = chunks[2]
 
-    result = tools.call("read_surrounding_chunks", {"chunk_id": middle.chunk_uid, "collection": "ops", "window": 1})
+    result = tools.call("read_surrounding_chunks", {"chunk_id": middle.chunk_id, "collection": "ops", "window": 1})
     listed = result.payload["chunks"]
-    assert [c["chunkId"] for c in listed] == [c.chunk_uid for c in chunks[1:4]]
+    assert [c["chunkId"] for c in listed] == [c.chunk_id for c in chunks[1:4]]
     assert [c["isHit"] for c in listed] == [False, True, False]
-    assert fenced(result.payload, "text", listed[1]["text"]) == middle.content
+    assert fenced(result.payload, "text", listed[1]["text"]) == middle.text
 
     for collection in ("DEFAULT", "hr"):
-        crossed = tools.call("read_surrounding_chunks", {"chunk_id": middle.chunk_uid, "collection": collection})
+        crossed = tools.call("read_surrounding_chunks", {"chunk_id": middle.chunk_id, "collection": collection})
         assert crossed.error == "not_found" and "v0" not in crossed.to_json()
 
 

@@ -20,7 +20,6 @@ from kbtui.config import Config
 from kbtui.extract import format_for
 from kbtui.node import Node
 from kbtui.tui.app import KbtuiApp, TuiOptions
-from store import catalog
 from store.db import database
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -106,7 +105,7 @@ def add_examples(node: Node, collection_id: str = "DEFAULT", *, names: list[str]
     if names is not None:
         paths = [p for p in paths if p.name in names]
     return [
-        catalog.add_document(node.store, collection_id, p, display_name=p.name, fmt=format_for(p.name) or "text").document_id
+        node.store.catalog.add_document(collection_id, p, display_name=p.name, fmt=format_for(p.name) or "text").document_id
         for p in paths
     ]
 

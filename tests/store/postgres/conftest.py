@@ -9,11 +9,10 @@ import pytest
 
 from store.postgres.connection import PostgresSettings, connect, register_types
 from store.postgres.migrations import apply_migrations
-from tests.postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 
 @pytest.fixture
-def settings(postgres_url: str) -> PostgresSettings:  # noqa: F811 - the fixture above
+def settings(postgres_url: str) -> PostgresSettings:
     return PostgresSettings(postgres_url, connect_timeout_s=5, statement_timeout_ms=20_000)
 
 
