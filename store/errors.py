@@ -59,6 +59,8 @@ class CatalogProblem(StoreError):
 class BackupProblem(StoreError):
     """A backup is unfinished, damaged, or not this node's: nothing was changed."""
 
+    exit_code = 3
+
 
 class StoreUnavailable(StoreError):
     """The store cannot be used right now, through no fault of the data: a

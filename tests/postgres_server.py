@@ -74,6 +74,16 @@ class TestServer:
 
         pg_ctl(["-w", "restart"], pgdata=self._server.pgdata, user=self._server.system_user)
 
+    def crashes(self) -> list[str]:
+        """The server log's lines about a backend killed by a signal: a crash in
+        the server (an extension built for another CPU, say) that every test
+        would otherwise report only as a lost connection."""
+        log = self.root / "data" / "log"
+        if not log.exists():
+            return []
+        lines = log.read_text(errors="replace").splitlines()
+        return [line for line in lines if "terminated by signal" in line]
+
     def stop(self) -> None:
         try:
             self._server.cleanup()
@@ -90,8 +100,11 @@ def postgres_server() -> Iterator[TestServer]:
         pytest.fail(f"the test PostgreSQL server did not start: {type(exc).__name__}: {exc}", pytrace=False)
     try:
         yield server
+        crashes = server.crashes()
     finally:
         server.stop()
+    if crashes:
+        pytest.fail("the test PostgreSQL server crashed:\n" + "\n".join(crashes[:5]), pytrace=False)
 
 
 @pytest.fixture

@@ -119,6 +119,11 @@ class KbtuiWebServer(Server):
             self.sessions -= 1
 
     async def on_startup(self, app: web.Application) -> None:
+        """Nothing to announce yet: the startup signal comes before the port is bound."""
+
+    def _announce(self, *_aiohttp_banner: object) -> None:
+        # aiohttp "prints" its banner once the site listens; the URL is printed
+        # then, so whoever reads it can connect at once.
         print(f"kbtui web: serving the terminal UI on {self.public_url}/?token={self.token}", flush=True)
         print("kbtui web: each browser session runs kbtui on this machine; Ctrl-C stops the server", flush=True)
 
@@ -131,7 +136,7 @@ class KbtuiWebServer(Server):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(signum, self.request_exit)
         web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
-                    access_log=None, print=lambda *args: None)
+                    access_log=None, print=self._announce)
 
 
 def serve_web(*, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, max_sessions: int = DEFAULT_MAX_SESSIONS) -> int:

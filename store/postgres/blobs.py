@@ -30,7 +30,17 @@ from typing import BinaryIO
 
 import psycopg
 
-from store.blobs import LEGACY_VERSION, SEGMENT_SIZE, TAG_SIZE, FileChanged, SealedBlob, SegmentCipher, new_header, read_header
+from store.blobs import (
+    LEGACY_VERSION,
+    SEGMENT_SIZE,
+    TAG_SIZE,
+    DocumentLabel,
+    FileChanged,
+    SealedBlob,
+    SegmentCipher,
+    new_header,
+    read_header,
+)
 from store.errors import BlobCorrupt, StoreError
 from store.files import SourceFile
 
@@ -96,10 +106,16 @@ class PostgresBlobStore:
             db.execute("UPDATE blob SET size = %s, segments = %s WHERE id = %s", (size, counter + 1, blob_id))
         return SealedBlob(size, digest.hexdigest())
 
-    def write(self, blob_id: str, source: BinaryIO, *, expected_sha256: str | None = None) -> int:
+    def write(
+        self, blob_id: str, source: BinaryIO, *, label: DocumentLabel | None = None, expected_sha256: str | None = None
+    ) -> int:
         """Encrypt ``source`` into the blob; return the plaintext size. Raises
         :class:`store.blobs.FileChanged` (storing nothing) when the bytes read
-        do not hash to ``expected_sha256``."""
+        do not hash to ``expected_sha256``.
+
+        Takes the file store's call; ``label`` is not sealed yet, because the
+        rows keep the unlabelled format 1 (see the module docstring of
+        :mod:`store.blobs`)."""
 
         def unchanged(sha256: str) -> None:
             if expected_sha256 is not None and sha256 != expected_sha256:
@@ -107,8 +123,8 @@ class PostgresBlobStore:
 
         return self.seal(blob_id, source, check=unchanged).size
 
-    def write_bytes(self, blob_id: str, data: bytes) -> int:
-        return self.write(blob_id, io.BytesIO(data))
+    def write_bytes(self, blob_id: str, data: bytes, *, label: DocumentLabel | None = None) -> int:
+        return self.write(blob_id, io.BytesIO(data), label=label)
 
     def iter_plaintext(self, blob_id: str) -> Iterator[bytes]:
         """Yield the decrypted segments; raise :class:`BlobCorrupt` on any tampering.

@@ -3,8 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
 
-from tests.conftest import write
+import psycopg
+
+from tests.conftest import on_postgres, write
+
+
+def flip_a_byte_of_the_source(home, document_id: str) -> None:
+    """Damage a stored source as a failing disk would: its blob file, or on
+    PostgreSQL its last segment row."""
+    if on_postgres():
+        with psycopg.connect(os.environ["KBTUI_DATABASE_URL"], autocommit=True) as conn:
+            conn.execute(
+                "UPDATE blob_segment SET record = set_byte(record, length(record) - 5,"
+                " get_byte(record, length(record) - 5) # 255) WHERE blob_id = %s"
+                " AND counter = (SELECT max(counter) FROM blob_segment WHERE blob_id = %s)",
+                (document_id, document_id),
+            )
+        return
+    blob = home / "blobs" / document_id
+    raw = bytearray(blob.read_bytes())
+    raw[-5] ^= 0xFF
+    blob.write_bytes(bytes(raw))
+
+
+def truncate_the_source(home, document_id: str) -> None:
+    """Keep only a stored source's first segment, as a copy cut short would."""
+    if on_postgres():
+        with psycopg.connect(os.environ["KBTUI_DATABASE_URL"], autocommit=True) as conn:
+            conn.execute("DELETE FROM blob_segment WHERE blob_id = %s AND counter > 0", (document_id,))
+        return
+    blob = home / "blobs" / document_id
+    blob.write_bytes(blob.read_bytes()[: 32 + 65536 + 16])
 
 
 def test_add_then_search_finds_the_document_by_a_word_in_it(run_cli, tmp_path):
@@ -91,10 +122,7 @@ def test_an_invalid_collection_id_is_an_error(run_cli, tmp_path):
 def test_a_tampered_blob_is_refused_and_the_index_is_kept(run_cli, home, tmp_path):
     write(tmp_path / "a.md", "# A\n\nalpha bravo")
     doc = json.loads(run_cli("add", str(tmp_path / "a.md"), "--json").out)[0]
-    blob = home / "blobs" / doc["document_id"]
-    raw = bytearray(blob.read_bytes())
-    raw[-5] ^= 0xFF
-    blob.write_bytes(bytes(raw))
+    flip_a_byte_of_the_source(home, doc["document_id"])
 
     result = run_cli("reindex", doc["document_id"])
     assert result.code == 1 and "failed authentication" in result.err
@@ -107,8 +135,7 @@ def test_a_tampered_blob_is_refused_and_the_index_is_kept(run_cli, home, tmp_pat
 def test_a_truncated_blob_is_refused(run_cli, home, tmp_path):
     write(tmp_path / "a.md", "# A\n\n" + "alpha bravo " * 20000)
     doc = json.loads(run_cli("add", str(tmp_path / "a.md"), "--json").out)[0]
-    blob = home / "blobs" / doc["document_id"]
-    blob.write_bytes(blob.read_bytes()[: 32 + 65536 + 16])
+    truncate_the_source(home, doc["document_id"])
     result = run_cli("reindex", "--all")
     assert result.code == 1 and "failed authentication" in result.err
 

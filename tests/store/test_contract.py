@@ -23,6 +23,7 @@ import pytest
 from kbtui.chunking import ChunkSpec, SectionSpec
 from kbtui.ports import Storage
 from store import open_postgres_store, open_store
+from store.blobs import DocumentLabel
 from store.errors import BlobCorrupt, NotFound, SourceAlreadyRegistered, Superseded
 from store.records import FileState, Status
 
@@ -562,7 +563,9 @@ def test_a_source_forgotten_without_purge_leaves_its_documents_loose(storage: St
 def test_blobs_stream_and_detect_tampering(opened: Opened) -> None:
     storage = opened.storage
     data = os.urandom(200_000)
-    assert storage.blobs.write("blob-one", io.BytesIO(data), expected_sha256=hashlib.sha256(data).hexdigest()) == len(data)
+    label = DocumentLabel(collection_id="default", display_name="one.bin", source_path=None, format="text")
+    written = storage.blobs.write("blob-one", io.BytesIO(data), label=label, expected_sha256=hashlib.sha256(data).hexdigest())
+    assert written == len(data)
     assert b"".join(storage.blobs.iter_plaintext("blob-one")) == data
     assert storage.blobs.verify("blob-one") == len(data)
     with pytest.raises(Exception, match="larger than the allowed limit"):

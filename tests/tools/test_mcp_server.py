@@ -17,10 +17,13 @@ CANARY = "mcpcanary5523"
 
 
 async def _session_calls(home: Path, calls: list[tuple[str, dict]]):
+    env = {"KBTUI_HOME": str(home), "KBTUI_EMBEDDING_PROVIDER": "hash", "KBTUI_LOG_LEVEL": "DEBUG"}
+    if "KBTUI_DATABASE_URL" in os.environ:  # the PostgreSQL pass: the server opens the same database
+        env["KBTUI_DATABASE_URL"] = os.environ["KBTUI_DATABASE_URL"]
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "kbtui", "mcp"],
-        env={"KBTUI_HOME": str(home), "KBTUI_EMBEDDING_PROVIDER": "hash", "KBTUI_LOG_LEVEL": "DEBUG"},
+        env=env,
         cwd=str(Path(__file__).parents[2]),
     )
     with open(os.devnull, "w") as errlog:

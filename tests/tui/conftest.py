@@ -21,6 +21,7 @@ from kbtui.extract import format_for
 from kbtui.node import Node
 from kbtui.tui.app import KbtuiApp, TuiOptions
 from store.db import database
+from tests.conftest import on_postgres
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # 2026-03-14 09:30 UTC: every time the snapshots show is this or derived from it.
@@ -68,10 +69,16 @@ def indexed_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def indexed_node(home: Path, indexed_template: Path) -> Iterator[Node]:
-    """A node on a copy of the indexed sample corpus (fixed ids and times)."""
-    shutil.copytree(indexed_template, home)
-    node = Node.open(Config.load(home))
+def indexed_node(home: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
+    """A node on a copy of the indexed sample corpus (fixed ids and times); on
+    the PostgreSQL pass, the corpus indexed into the test's own database (the
+    template is a SQLite data directory)."""
+    if on_postgres():
+        node = Node.open(Config.load(home))
+        assert set(node.index(add_examples(node)).values()) == {"Indexed"}
+    else:
+        shutil.copytree(request.getfixturevalue("indexed_template"), home)
+        node = Node.open(Config.load(home))
     yield node
     pykka.ActorRegistry.stop_all()
     node.close()
