@@ -1,15 +1,19 @@
 """The backup use cases: take and verify a backup, restore one, upgrade old
-blobs, and rebuild a catalog from the sources alone (:mod:`store.backup`,
-:mod:`store.restore`, :mod:`store.recover`). ``kbtui.node`` offers them to
+blobs, rebuild a catalog from the sources alone, and move a knowledge base to
+the other store (:mod:`store.backup`, :mod:`store.restore`,
+:mod:`store.recover`, :mod:`store.migrate`). ``kbtui.node`` offers them to
 the faces, and indexes what a recovery brings back.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbtui.config import Config
 from kbtui.errors import KeyProblem
+from kbtui.settings import CONFIG_FILE_NAME
 from store import open_store
 from store.backup import BackupReport, Progress, VerifyReport, read_key_file, read_manifest, take_backup, verify_backup
 from store.blob_labels import UpgradeReport, upgrade_legacy_blobs
@@ -17,9 +21,12 @@ from store.keys import KEY_FILE_NAME
 from store.recover import RecoverReport, finish_recovery, read_source_key, recover_catalog
 from store.restore import RestoreReport, restore_backup
 
+if TYPE_CHECKING:
+    from store.migrate import MigrationReport
+
 __all__ = [
-    "BackupReport", "Progress", "RecoverReport", "RestoreReport", "UpgradeReport", "VerifyReport", "back_up",
-    "finish_recovery", "rebuild_catalog", "restore", "upgrade_blobs", "verify",
+    "BackupReport", "MigrationReport", "Progress", "RecoverReport", "RestoreReport", "UpgradeReport", "VerifyReport", "back_up",
+    "finish_recovery", "migrate", "rebuild_catalog", "restore", "upgrade_blobs", "verify",
 ]
 
 
@@ -83,3 +90,27 @@ def upgrade_blobs(config: Config, *, on_progress: Progress | None = None) -> Upg
         return upgrade_legacy_blobs(store, on_progress=progress)
     finally:
         store.close()
+
+
+def migrate(config: Config, target: str, *, on_progress: Progress | None = None) -> MigrationReport:
+    """Copy the knowledge base to the other store (``postgresql://...`` or
+    ``sqlite:PATH``) without embedding anything again; the source is not changed."""
+    # Loaded here: it brings both stores' drivers, which no other command needs.
+    from store.migrate import migrate as migrate_store
+
+    return migrate_store(
+        config.home, config.database_url, target, settings=_settings_for_sqlite(config), on_progress=on_progress
+    )
+
+
+_DATABASE_URL_LINE = re.compile(r"\s*database_url\s*=")
+
+
+def _settings_for_sqlite(config: Config) -> bytes | None:
+    """The settings file for a new SQLite data directory: this node's, without
+    ``database_url`` (that node runs on SQLite, and the URL may hold a password)."""
+    path = config.home / CONFIG_FILE_NAME
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    return "".join(line for line in lines if not _DATABASE_URL_LINE.match(line)).encode("utf-8")

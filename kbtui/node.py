@@ -809,13 +809,21 @@ def recover_data_directory(
     return Recovery(report, statuses, complete)
 
 
+def migrate_store(
+    config: Config, target: str, *, on_progress: backups.Progress | None = None
+) -> backups.MigrationReport:
+    """``kbtui migrate``: copy the knowledge base to the other store, embedding nothing again."""
+    return backups.migrate(config, target, on_progress=_pause_halfway("migrate", "chunks", on_progress))
+
+
 def _pause_halfway(point: str, stage_name: str, on_progress: backups.Progress | None) -> backups.Progress:
-    """Report progress, and halfway through ``stage_name`` stop at the crash tests' pause point."""
+    """Report progress, and halfway through ``stage_name`` stop at the crash tests' pause point
+    (at the first report past half: a copy in batches reports every few hundred rows)."""
 
     def progress(stage: str, done: int, total: int) -> None:
         if on_progress is not None:
             on_progress(stage, done, total)
-        if stage == stage_name and done == max(1, total // 2):
+        if stage == stage_name and done >= max(1, total // 2):
             pause_point(point)
 
     return progress
@@ -823,8 +831,8 @@ def _pause_halfway(point: str, stage_name: str, on_progress: backups.Progress | 
 
 __all__ = [
     "PROBLEM", "AddOutcome", "BackupReport", "Node", "Recovery", "RestoreReport", "VerifyReport", "back_up",
-    "examination_json", "examine_data_directory", "preview_unregistered", "recover_data_directory", "restore_backup",
-    "scan_limits", "upgrade_blobs", "verify_backup",
+    "examination_json", "examine_data_directory", "migrate_store", "preview_unregistered", "recover_data_directory",
+    "restore_backup", "scan_limits", "upgrade_blobs", "verify_backup",
 ]
 
 

@@ -32,6 +32,7 @@ COMMAND_MODULES = {
     "agents": ("mcp", "ask"),
     "backup": ("backup", "restore", "recover"),
     "documents": ("add", "ls", "show", "rm", "reindex"),
+    "migrate": ("migrate",),
     "node": ("serve", "status", "doctor"),
     "repositories": ("repo", "import"),
     "search": ("search", "eval"),
