@@ -205,16 +205,21 @@ def _print_explain(explain) -> None:
 @click.option("--home", "eval_home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the evaluation knowledge base in this directory (never your own); a later run "
                    "with the same collection and settings reuses its indexed documents.")
+@click.option("--database-url", "eval_database", metavar="postgresql://...", default=None,
+              help="Evaluate on this PostgreSQL database (an empty one, never your own's) instead of "
+                   "SQLite in the evaluation's directory.")
 @click.pass_context
 def eval_command(
     ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool,
-    eval_home: Path | None,
+    eval_home: Path | None, eval_database: str | None,
 ) -> int:
     """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
 
     Ingests the collection through the real pipeline into a temporary
     knowledge base (your own is not touched), ranks documents by their best
-    chunk, and reports lexical-only, vector-only and hybrid search.
+    chunk, and reports lexical-only, vector-only and hybrid search. It runs
+    on SQLite even where KBTUI_DATABASE_URL names your PostgreSQL base;
+    --database-url gives it a PostgreSQL database of its own.
     """
     import dataclasses
 
@@ -229,12 +234,17 @@ def eval_command(
     chosen_provider = provider or ctx.obj.embedding_provider
     if eval_home is not None:
         _claim_eval_home(eval_home, Path(ctx.obj.home), collection.name, chosen_provider)
+    if eval_database and ctx.obj.database_url and eval_database.strip() == ctx.obj.database_url.strip():
+        raise click.UsageError("--database-url must not be your own knowledge base's database")
     with contextlib.ExitStack() as stack:
         # The temporary knowledge base holds a key and the corpus's text: it must
         # go on SIGTERM too, not only on Ctrl-C (entered first, so it is left last).
         stack.enter_context(_terminate_as_interrupt())
         home = eval_home or stack.enter_context(temporary_eval_home())
-        config = dataclasses.replace(ctx.obj, home=home, embedding_provider=chosen_provider)
+        # Never the operator's database: the evaluation's own, or SQLite in its directory.
+        config = dataclasses.replace(
+            ctx.obj, home=home, embedding_provider=chosen_provider, database_url=(eval_database or "").strip()
+        )
         node = Node.open(config)
         try:
             run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
@@ -246,7 +256,8 @@ def eval_command(
     stdout.print(
         f"[bold]{escape(collection.name)}[/]: {len(collection.documents)} documents "
         f"({run.indexed} indexed, {run.failed} failed in {run.ingest_s:.0f} s), "
-        f"{len(collection.queries)} queries, provider {config.embedding_provider}"
+        f"{len(collection.queries)} queries, provider {config.embedding_provider}, "
+        f"store {'postgresql' if config.database_url else 'sqlite'}"
     )
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("MODE", "nDCG@10", "R@100", "MRR", "P@10", "NO-ANS", "KEPT", "P50 MS", "P95 MS"):

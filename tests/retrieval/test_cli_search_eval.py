@@ -150,3 +150,37 @@ def test_an_eval_base_left_by_a_killed_run_is_swept_by_the_next(tmp_path, home):
         assert list(temp.glob(f"{EVAL_HOME_PREFIX}*")) == [alive]
     finally:
         os.close(lock)
+
+
+def test_kbtui_eval_on_postgresql_scores_as_on_sqlite_and_never_uses_the_operators_database(
+    run_cli, tmp_path, home, postgres_server, monkeypatch
+):
+    beir = write_beir(tmp_path / "beir")
+    on_sqlite = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--fusion", "all", "--json")
+    assert on_sqlite.code == 0, on_sqlite.err
+
+    # The operator's base is on PostgreSQL: eval runs beside it, never in it.
+    own = postgres_server.url(postgres_server.create_database())
+    monkeypatch.setenv("KBTUI_DATABASE_URL", own)
+    beside = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--fusion", "all", "--json")
+    assert beside.code == 0, beside.err
+    assert run_cli("eval", "--beir", str(beir), "--provider", "hash", "--database-url", own).code == 2
+    eval_database = postgres_server.url(postgres_server.create_database())
+    on_postgres = run_cli(
+        "eval", "--beir", str(beir), "--provider", "hash", "--fusion", "all", "--json", "--database-url", eval_database
+    )
+    assert on_postgres.code == 0, on_postgres.err
+    import psycopg
+
+    with psycopg.connect(own) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'document'").fetchone()[0] == 0
+    with psycopg.connect(eval_database) as conn:
+        assert conn.execute("SELECT count(*) FROM document").fetchone()[0] == 4
+
+    def scores(out: str) -> list[tuple]:
+        return [(r["mode"], r["fusion"], round(r["ndcg_at_10"], 2), round(r["mrr"], 2)) for r in json.loads(out)]
+
+    assert scores(on_postgres.out) == scores(on_sqlite.out) == scores(beside.out)
+    fresh = postgres_server.url(postgres_server.create_database())
+    table = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--database-url", fresh)
+    assert table.code == 0 and "store postgresql" in " ".join(table.out.split())
