@@ -22,6 +22,7 @@ machine: compare within one run.
 
     .venv/bin/python benchmarks/search.py --sizes 10000 100000 1000000 [--json out.json]
     .venv/bin/python benchmarks/search.py --prepare-only   # build the caches (1M: long), then stop
+    .venv/bin/python benchmarks/search.py --store postgresql --sizes 100000   # PostgreSQL beside SQLite
 """
 
 from __future__ import annotations
@@ -317,7 +318,16 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
     parser.add_argument("--json", type=Path, help="also write the records here")
     parser.add_argument("--prepare-only", action="store_true", help="build the cached databases and ANN indexes, then stop")
-    args = parser.parse_args()
+    parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite",
+                        help="postgresql: the PostgreSQL store beside SQLite, in one run (search_postgres.py)")
+    args, rest = parser.parse_known_args()
+    if args.store == "postgresql":
+        import search_postgres
+
+        search_postgres.main(sys.argv[1:])
+        return
+    if rest:
+        parser.error(f"unrecognised arguments: {' '.join(rest)}")
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.prepare_only:
         for size in args.sizes:

