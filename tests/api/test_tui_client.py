@@ -35,7 +35,8 @@ def test_a_client_tui_lives_on_the_node_s_events_and_takes_over_when_it_stops(tu
             document_id = json.loads(added.stdout)[0]["document_id"]
             # Terminal statuses are counted from events only (a polling client never sees them).
             await wait_until(lambda: app.finished_total == 1, timeout=30)
-            await wait_until(lambda: app.documents_screen.rows[document_id].status == "Indexed")
+            # The list catches up with the event a moment later (on a busy machine, after a refresh).
+            await wait_until(lambda: getattr(app.documents_screen.rows.get(document_id), "status", None) == "Indexed")
             assert app.queue.accepted == 1
             assert asked_for_queue and not any(asked_for_queue)  # the status file was never read
 
