@@ -303,13 +303,16 @@ def match_signal_json(match: MatchSignal | None) -> JSON | None:
     return {
         "verdict": match.verdict, "lexical": match.lexical, "semantic": match.semantic,
         "best_similarity": match.best_similarity, "similarity_floor": match.similarity_floor,
+        "words_together": match.words_together,
     }
 
 
 def match_signal(data: JSON | None) -> MatchSignal | None:
     if data is None:
         return None
-    return MatchSignal(data["lexical"], data["semantic"], data["best_similarity"], data["similarity_floor"])
+    return MatchSignal(
+        data["lexical"], data["semantic"], data["best_similarity"], data["similarity_floor"], data.get("words_together")
+    )
 
 
 # ---------------------------------------------------------------- sources and repositories

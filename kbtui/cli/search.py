@@ -38,6 +38,7 @@ def match_json(match: MatchSignal | None) -> dict[str, object] | None:
         "semantic": match.semantic,
         "best_similarity": None if match.best_similarity is None else round(match.best_similarity, 4),
         "similarity_floor": match.similarity_floor,
+        "words_together": match.words_together,
     }
 
 
@@ -205,13 +206,16 @@ def _print_explain(explain) -> None:
 @click.option("--home", "eval_home", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the evaluation knowledge base in this directory (never your own); a later run "
                    "with the same collection and settings reuses its indexed documents.")
+@click.option("--no-answer", "no_answer_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="Questions with no answer in the set, one per line: the share that search "
+                                 "calls 'nothing matched' is the OFF-TOPIC column.")
 @click.option("--database-url", "eval_database", metavar="postgresql://...", default=None,
               help="Evaluate on this PostgreSQL database (an empty one, never your own's) instead of "
                    "SQLite in the evaluation's directory.")
 @click.pass_context
 def eval_command(
     ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool,
-    eval_home: Path | None, eval_database: str | None,
+    eval_home: Path | None, no_answer_file: Path | None, eval_database: str | None,
 ) -> int:
     """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
 
@@ -226,10 +230,11 @@ def eval_command(
     from rich.table import Table
 
     from kbtui.node import Node
-    from kbtui.retrieval.eval import load_beir, run_beir
+    from kbtui.retrieval.eval import load_beir, load_questions, run_beir
     from kbtui.retrieval.eval_homes import temporary_eval_home
 
     collection = load_beir(Path(beir_dir))
+    off_topic = load_questions(no_answer_file) if no_answer_file is not None else []
     chosen = list(FUSION_STRATEGIES) if "all" in fusions else list(dict.fromkeys(fusions)) or [ctx.obj.search_fusion]
     chosen_provider = provider or ctx.obj.embedding_provider
     if eval_home is not None:
@@ -247,7 +252,9 @@ def eval_command(
         )
         node = Node.open(config)
         try:
-            run = run_beir(node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty())
+            run = run_beir(
+                node, collection, fusions=chosen, show_progress=not as_json and sys.stderr.isatty(), off_topic=off_topic
+            )
         finally:
             node.close()
     if as_json:
@@ -260,17 +267,24 @@ def eval_command(
         f"store {'postgresql' if config.database_url else 'sqlite'}"
     )
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("MODE", "nDCG@10", "R@100", "MRR", "P@10", "NO-ANS", "KEPT", "P50 MS", "P95 MS"):
+    columns = ["MODE", "nDCG@10", "R@100", "MRR", "P@10", "NO-ANS", "KEPT", "P50 MS", "P95 MS"]
+    if off_topic:
+        columns.insert(7, "OFF-TOPIC")
+    for column in columns:
         table.add_column(column, justify="left" if column == "MODE" else "right")
     for r in run.reports:
         label = f"hybrid ({r.fusion})" if r.mode == "hybrid" else r.mode
-        table.add_row(label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}",
-                      f"{r.precision_at_10:.3f}", f"{r.no_answer_accuracy:.3f}", f"{r.answerable_kept:.3f}",
-                      f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}")
+        cells = [label, f"{r.ndcg_at_10:.3f}", f"{r.recall_at_100:.3f}", f"{r.mrr:.3f}", f"{r.precision_at_10:.3f}",
+                 f"{r.no_answer_accuracy:.3f}", f"{r.answerable_kept:.3f}", f"{r.p50_ms:.1f}", f"{r.p95_ms:.1f}"]
+        if off_topic:
+            cells.insert(7, f"{r.off_topic_none or 0.0:.3f}")
+        table.add_row(*cells)
     stdout.print(table)
     stdout.print(
         "[dim]R@100: recall at 100. NO-ANS: share of the queries asked without their relevant documents "
-        "that search calls 'nothing matched'; KEPT: share of the real queries it does not.[/]"
+        "that search calls 'nothing matched'; KEPT: share of the real queries it does not"
+        + ("; OFF-TOPIC: share of the --no-answer questions it calls 'nothing matched'" if off_topic else "")
+        + ".[/]"
     )
     return 0 if not run.failed else 1
 

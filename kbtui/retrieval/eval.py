@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from kbtui.errors import KbtuiError
-from kbtui.retrieval.matching import NONE, match_signal
+from kbtui.retrieval.matching import NONE, match_signal, word_coverage
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
+from kbtui.retrieval.snippets import QueryHighlighter
 
 EVAL_MODES = ("lexical", "vector", "hybrid")
 NDCG_K = 10
@@ -243,6 +244,8 @@ class ModeReport:
     no_answer_accuracy: float = 0.0  # relevant documents removed: the signal says nothing matched
     no_answer_semantic: float = 0.0  # ... and the best similarity alone is below the floor
     answerable_kept: float = 0.0  # real queries the signal does not call unanswered
+    off_topic_none: float | None = None  # questions with no answer in the set (--no-answer) called unanswered
+    off_topic_queries: int = 0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -260,6 +263,8 @@ class ModeReport:
             "no_answer_accuracy": round(self.no_answer_accuracy, 4),
             "no_answer_semantic": round(self.no_answer_semantic, 4),
             "answerable_kept": round(self.answerable_kept, 4),
+            "off_topic_none": None if self.off_topic_none is None else round(self.off_topic_none, 4),
+            "off_topic_queries": self.off_topic_queries,
         }
 
 
@@ -272,9 +277,12 @@ def evaluate_mode(
     *,
     mode: str,
     fusion: str | None = None,
+    off_topic: Sequence[str] = (),
 ) -> ModeReport:
     """Run every query in one mode; nDCG@10, MRR and P@10 come from the search a
-    user would run (10 hits), Recall@100 from a second search for 100 hits."""
+    user would run (10 hits), Recall@100 from a second search for 100 hits.
+    ``off_topic`` questions have no answer in the set: the share called
+    unanswered (verdict ``none``) is reported beside."""
     ndcgs, recalls, rrs, precisions, latencies = [], [], [], [], []
     no_answer, no_answer_semantic, kept = [], [], []
     model = service.embedder.identity.model if service.embedder is not None else None
@@ -299,11 +307,18 @@ def evaluate_mode(
         rrs.append(reciprocal_rank(ranked, relevant))
         precisions.append(precision_at_k(ranked, relevant, NDCG_K))
         recalls.append(recall_at_k(documents_by_best_chunk(deep, label), relevant, RECALL_K))
-        kept.append(deep.match is not None and deep.match.verdict != NONE)
-        without = without_documents(deep, {d for d, grade in relevant.items() if grade > 0}, label, model)
+        kept.append(top.match is not None and top.match.verdict != NONE)  # as the user sees it: 10 hits
+        without = without_documents(deep, {d for d, grade in relevant.items() if grade > 0}, label, model, text)
         no_answer.append(without.verdict == NONE)
         no_answer_semantic.append(without.semantic is not True)
     count = max(1, len(ndcgs))
+    off_topic_none = [
+        (found.match is not None and found.match.verdict == NONE)
+        for found in (
+            service.search(SearchRequest(text, collection_id, limit=NDCG_K, mode=mode, fusion=fusion, per_document=True))
+            for text in off_topic
+        )
+    ]
     return ModeReport(
         mode=mode,
         fusion=fusion if mode == "hybrid" else None,
@@ -319,19 +334,47 @@ def evaluate_mode(
         no_answer_accuracy=sum(no_answer) / count,
         no_answer_semantic=sum(no_answer_semantic) / count,
         answerable_kept=sum(kept) / count,
+        off_topic_none=sum(off_topic_none) / len(off_topic_none) if off_topic_none else None,
+        off_topic_queries=len(off_topic_none),
     )
 
 
-def without_documents(response: SearchResponse, removed: set[str], label: Callable[[str], str | None], model):
+def without_documents(
+    response: SearchResponse, removed: set[str], label: Callable[[str], str | None], model, query: str
+):
     """The no-match signal ``response`` would carry had the documents labelled
-    ``removed`` not been in the corpus (see the module docstring)."""
+    ``removed`` not been in the corpus (see the module docstring); the words are
+    judged on the passages a user would then see (the first 10 left)."""
     left = [hit for hit in response.hits if label(hit.document_id) not in removed]
     similarities = [hit.similarity for hit in left if hit.similarity is not None]
+    highlighter = QueryHighlighter.for_query(query)
     return match_signal(
         lexical_found=any(hit.lexical_rank is not None for hit in left),
         best_similarity=max(similarities) if similarities else None,
         model=model,
+        words_together=any(word_coverage(hit.text, highlighter) >= 1.0 for hit in left[:NDCG_K]),
     )
+
+
+# A --no-answer file's bounds: it is the operator's own, but read like any input.
+MAX_QUESTIONS = 10_000
+MAX_QUESTIONS_BYTES = 4 * 1024 * 1024
+
+
+def load_questions(path: Path) -> list[str]:
+    """Questions one per line (blank lines and ``#`` comments skipped)."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_QUESTIONS_BYTES + 1)
+    except OSError as exc:
+        raise InvalidEvalSet(f"cannot read the --no-answer file ({exc.strerror})") from exc
+    if len(data) > MAX_QUESTIONS_BYTES:
+        raise InvalidEvalSet(f"the --no-answer file is larger than {MAX_QUESTIONS_BYTES // (1024 * 1024)} MiB")
+    lines = [line.strip() for line in data.decode("utf-8", errors="replace").splitlines()]
+    questions = [line for line in lines if line and not line.startswith("#")]
+    if not questions or len(questions) > MAX_QUESTIONS:
+        raise InvalidEvalSet(f"the --no-answer file must hold 1 to {MAX_QUESTIONS:,} questions, one per line")
+    return questions
 
 
 @dataclass
@@ -379,6 +422,7 @@ def run_beir(
     fusions: Sequence[str],
     show_progress: bool = False,
     collection_id: str = "EVAL",
+    off_topic: Sequence[str] = (),
 ) -> BeirRun:
     """Ingest ``collection`` into ``node`` and evaluate each mode (hybrid once per fusion)."""
     started = time.perf_counter()
@@ -388,10 +432,17 @@ def run_beir(
     run.failed = sum(status == "Failed" for status in statuses.values())
     service = node.searcher
     for mode in ("lexical", "vector"):
-        run.reports.append(evaluate_mode(service, collection_id, collection.queries, collection.qrels, labels.get, mode=mode))
+        run.reports.append(
+            evaluate_mode(
+                service, collection_id, collection.queries, collection.qrels, labels.get, mode=mode, off_topic=off_topic
+            )
+        )
     for fusion in fusions:
         run.reports.append(
-            evaluate_mode(service, collection_id, collection.queries, collection.qrels, labels.get, mode="hybrid", fusion=fusion)
+            evaluate_mode(
+                service, collection_id, collection.queries, collection.qrels, labels.get, mode="hybrid", fusion=fusion,
+                off_topic=off_topic,
+            )
         )
     return run
 

@@ -12,7 +12,11 @@ whose fused scores look like a real match's). Two absolute signals do:
 
 The verdict: ``exact`` (words matched), ``related`` (no word matched, but a
 passage is close in meaning; or no floor is known for the model), ``none``
-(neither).
+(neither). Words match only as a whole when the meaning is far: below the
+floor, a query whose words are spread over the base (an off-topic question
+sharing "water" or "best" with a passage here and one there) is ``none``
+unless some passage holds every one of its content words (a lookup of an
+identifier the model cannot place, or of a phrase, stays ``exact``).
 
 A hit's ``relevance`` puts both on one 0..1 scale comparable across
 queries: the larger of its cosine similarity to the query and the share of
@@ -45,13 +49,17 @@ def similarity_floor(model: str | None) -> float | None:
     return SIMILARITY_FLOORS.get(model or "")
 
 
-def match_signal(*, lexical_found: bool, best_similarity: float | None, model: str | None) -> MatchSignal:
-    """The signal for a search whose lexical arm found something or not and
-    whose best vector candidate has cosine ``best_similarity`` (None: no vector arm)."""
+def match_signal(
+    *, lexical_found: bool, best_similarity: float | None, model: str | None, words_together: bool | None = None
+) -> MatchSignal:
+    """The signal for a search whose lexical arm found something or not, whose
+    best vector candidate has cosine ``best_similarity`` (None: no vector arm),
+    and where some passage holds every content word of the query or not
+    (``words_together``; None: not judged)."""
     floor = similarity_floor(model)
     usable = best_similarity if best_similarity is not None and math.isfinite(best_similarity) else None
     semantic = None if floor is None or usable is None else usable >= floor
-    return MatchSignal(lexical_found, semantic, usable, floor)
+    return MatchSignal(lexical_found, semantic, usable, floor, words_together)
 
 
 def word_coverage(text: str, highlighter: QueryHighlighter) -> float:

@@ -24,12 +24,16 @@ class MatchSignal:
     semantic: bool | None  # the best similarity clears the floor (None: no floor known, or no vector arm)
     best_similarity: float | None
     similarity_floor: float | None
+    # Some passage shown holds every content word of the query (None: not judged).
+    words_together: bool | None = None
 
     @property
     def verdict(self) -> str:
         """``exact``, ``related`` or ``none`` (see :mod:`kbtui.retrieval.matching`)."""
-        if self.lexical:
+        if self.lexical and (self.semantic is not False or self.words_together is not False):
             return EXACT
+        if self.lexical:
+            return NONE  # an ordinary word here and there, and the meaning far: nothing here
         if self.semantic is False or (self.semantic is None and self.best_similarity is None):
             return NONE
         return RELATED

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -212,6 +212,7 @@ class SearchService:
         highlighter = QueryHighlighter.for_query(request.query)
         similarities = self._similarities(selected, vector_arm)
         hits = []
+        whole_words = False  # some passage shown holds every content word of the query
         for chunk_id, score in selected:
             row = rows.get(chunk_id)
             if row is None:
@@ -219,7 +220,9 @@ class SearchService:
             lexical_hit = lexical_by_id.get(chunk_id)
             vector_hit = vector_by_id.get(chunk_id)
             similarity = similarities.get(chunk_id)
-            hit_relevance = relevance(similarity, word_coverage(row.text, highlighter))
+            coverage = word_coverage(row.text, highlighter)
+            whole_words = whole_words or coverage >= 1.0
+            hit_relevance = relevance(similarity, coverage)
             if request.min_relevance is not None and hit_relevance < request.min_relevance:
                 continue
             hits.append(
@@ -248,6 +251,11 @@ class SearchService:
                     similarity=similarity,
                 )
             )
+        if match.lexical and match.semantic is False:
+            # Words found, meaning far: they count only as a whole (kbtui.retrieval.matching).
+            match = replace(match, words_together=whole_words)
+            if match.verdict == NO_MATCH and not request.keep_unmatched and not arm_down:
+                hits = []
         if request.expand_neighbors:
             hits = [self._with_neighbours(hit) for hit in hits]
         timings["hydrate_ms"] = (time.perf_counter() - hydrate_started) * 1000

@@ -184,3 +184,21 @@ def test_kbtui_eval_on_postgresql_scores_as_on_sqlite_and_never_uses_the_operato
     fresh = postgres_server.url(postgres_server.create_database())
     table = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--database-url", fresh)
     assert table.code == 0 and "store postgresql" in " ".join(table.out.split())
+
+
+def test_kbtui_eval_no_answer_reports_the_share_of_off_topic_questions_found_empty(run_cli, tmp_path, home):
+    beir = write_beir(tmp_path / "beir")
+    questions = write(tmp_path / "off_topic.txt", "# not about aircraft\nhow long to boil an egg\n\nbest banana bread\n")
+    result = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--no-answer", str(questions), "--json")
+    assert result.code == 0, result.err
+    records = json.loads(result.out)
+    assert {r["off_topic_queries"] for r in records} == {2}
+    # The hash embedder has no calibrated floor: neither question shares a word with the set,
+    # so lexical search alone calls both unanswered and hybrid calls them "related".
+    by_mode = {r["mode"]: r for r in records}
+    assert by_mode["lexical"]["off_topic_none"] == 1.0 and by_mode["hybrid"]["off_topic_none"] == 0.0
+    table = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--no-answer", str(questions)).out
+    assert "OFF-TOPIC" in table
+    empty = write(tmp_path / "empty.txt", "# nothing\n\n")
+    refused = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--no-answer", str(empty))
+    assert refused.code == 2 and "1 to 10,000 questions" in refused.err

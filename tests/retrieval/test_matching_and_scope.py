@@ -56,6 +56,49 @@ def test_a_nonsense_query_says_nothing_matched_and_shows_no_hits(local_node, tmp
     assert "backups" in answered.hits[0].text
 
 
+OPERATIONS = {
+    "cooling.md": "# Cooling\n\nThe rack's water cooling loop is checked every day: the pump, the hoses and the "
+                  "coolant level. Log the best and worst inlet temperature.",
+    "builds.md": "# Builds\n\nThe nightly build job ZX_RETRY_4411 retries a failed step three times before it "
+                 "pages the on-call engineer.",
+    "oven.md": "# Reflow oven\n\nThe reflow oven for circuit boards is set to 245 degrees at its peak.",
+}
+
+
+def test_an_off_topic_question_sharing_an_ordinary_word_finds_nothing_and_a_lookup_still_finds_its_hit(
+    local_node, tmp_path
+):
+    from tests.retrieval.conftest import add_and_index
+
+    for name, text in OPERATIONS.items():
+        add_and_index(local_node, tmp_path, name, text)
+    # Each shares a word or two with one passage or another, and means nothing here.
+    for off_topic in (
+        "how much water should I drink every day",
+        "who is the best tennis player of all time",
+        "what is the best recipe for banana bread",
+    ):
+        response = local_node.search(off_topic, "DEFAULT")
+        assert response.match.lexical is True and response.match.semantic is False, off_topic
+        assert response.match.words_together is False, off_topic
+        assert response.match.verdict == NONE and response.hits == [], off_topic
+    # A one-word lookup the model places nowhere near (cosine about .25), but its passage holds the word.
+    lookup = local_node.search("hoses", "DEFAULT")
+    assert lookup.match.semantic is False and lookup.match.words_together is True
+    assert lookup.match.verdict == EXACT and "hoses" in lookup.hits[0].text
+    identifier = local_node.search("ZX_RETRY_4411", "DEFAULT")
+    assert identifier.match.verdict == EXACT and "ZX_RETRY_4411" in identifier.hits[0].text
+    # A real question still finds its passage.
+    answered = local_node.search("how often is the water cooling checked", "DEFAULT")
+    assert answered.match.verdict == EXACT and "cooling" in answered.hits[0].text
+    # Through the API shape too (a client rebuilds the signal from JSON).
+    from kbtui.api.shapes import match_signal as signal_from_json
+    from kbtui.api.shapes import match_signal_json
+
+    again = signal_from_json(match_signal_json(local_node.search("how much water should I drink every day", "DEFAULT").match))
+    assert again is not None and again.verdict == NONE
+
+
 def test_the_cli_says_nothing_matched_and_the_json_carries_the_signal(run_cli, tmp_path):
     write(tmp_path / "a.md", "# Alpha\n\nThe zebracorn budget is confidential.")
     assert run_cli("add", str(tmp_path / "a.md")).code == 0
@@ -75,6 +118,11 @@ def test_the_verdict_reads_both_signals():
     assert match_signal(lexical_found=False, best_similarity=0.2, model=model).verdict == NONE
     assert match_signal(lexical_found=False, best_similarity=None, model=model).verdict == NONE
     assert match_signal(lexical_found=False, best_similarity=0.2, model="unmeasured").verdict == RELATED
+    # Words found and the meaning far: they count only when one passage holds them all.
+    assert match_signal(lexical_found=True, best_similarity=0.2, model=model, words_together=False).verdict == NONE
+    assert match_signal(lexical_found=True, best_similarity=0.2, model=model, words_together=True).verdict == EXACT
+    assert match_signal(lexical_found=True, best_similarity=0.7, model=model, words_together=False).verdict == EXACT
+    assert match_signal(lexical_found=True, best_similarity=0.2, model="unmeasured", words_together=False).verdict == EXACT
 
 
 def test_a_query_whose_real_words_are_nowhere_matches_no_chunk_by_its_stop_words(node, indexed):
