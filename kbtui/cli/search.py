@@ -26,6 +26,7 @@ from kbtui.retrieval.snippets import QueryHighlighter, snippet_for
 
 if TYPE_CHECKING:
     from kbtui.node import Node
+    from kbtui.retrieval.eval import HybridLoss
 
 
 def match_json(match: MatchSignal | None) -> dict[str, object] | None:
@@ -209,13 +210,16 @@ def _print_explain(explain) -> None:
 @click.option("--no-answer", "no_answer_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="Questions with no answer in the set, one per line: the share that search "
                                  "calls 'nothing matched' is the OFF-TOPIC column.")
+@click.option("--per-query", is_flag=True,
+              help="Also list the queries where a hybrid row ranks below its better arm (with --json: "
+                   "an object with the modes and those queries).")
 @click.option("--database-url", "eval_database", metavar="postgresql://...", default=None,
               help="Evaluate on this PostgreSQL database (an empty one, never your own's) instead of "
                    "SQLite in the evaluation's directory.")
 @click.pass_context
 def eval_command(
     ctx: click.Context, beir_dir: str, provider: str | None, fusions: tuple[str, ...], as_json: bool,
-    eval_home: Path | None, no_answer_file: Path | None, eval_database: str | None,
+    eval_home: Path | None, no_answer_file: Path | None, per_query: bool, eval_database: str | None,
 ) -> int:
     """Measure retrieval on a BEIR collection: nDCG@10, Recall@100, MRR, latency.
 
@@ -230,7 +234,7 @@ def eval_command(
     from rich.table import Table
 
     from kbtui.node import Node
-    from kbtui.retrieval.eval import load_beir, load_questions, run_beir
+    from kbtui.retrieval.eval import hybrid_losses, load_beir, load_questions, run_beir
     from kbtui.retrieval.eval_homes import temporary_eval_home
 
     collection = load_beir(Path(beir_dir))
@@ -257,8 +261,14 @@ def eval_command(
             )
         finally:
             node.close()
+    losses = hybrid_losses(run) if per_query else []
     if as_json:
-        click.echo(json.dumps([r.to_json() for r in run.reports], indent=2))
+        modes = [r.to_json() for r in run.reports]
+        if per_query:
+            click.echo(json.dumps({"modes": modes, "hybrid_losses": [dataclasses.asdict(loss) for loss in losses]},
+                                  indent=2))
+        else:
+            click.echo(json.dumps(modes, indent=2))
         return 0 if not run.failed else 1
     stdout.print(
         f"[bold]{escape(collection.name)}[/]: {len(collection.documents)} documents "
@@ -286,7 +296,31 @@ def eval_command(
         + ("; OFF-TOPIC: share of the --no-answer questions it calls 'nothing matched'" if off_topic else "")
         + ".[/]"
     )
+    if per_query:
+        _print_hybrid_losses(losses, len(collection.queries))
     return 0 if not run.failed else 1
+
+
+# How many of the worst hybrid losses --per-query lists on the terminal (--json has them all).
+LOSSES_LISTED = 30
+
+
+def _print_hybrid_losses(losses: list[HybridLoss], queries: int) -> None:
+    by_fusion: dict[str, int] = {}
+    for loss in losses:
+        by_fusion[loss.fusion] = by_fusion.get(loss.fusion, 0) + 1
+    counts = ", ".join(f"{count} with {fusion}" for fusion, count in by_fusion.items()) or "none"
+    stdout.print(f"queries where hybrid ranks below its better arm (of {queries}): {counts}")
+    if not losses:
+        return
+    for loss in losses[:LOSSES_LISTED]:
+        stdout.print(
+            f"{escape(loss.query_id)}  {loss.fusion}: hybrid {loss.hybrid:.3f}, lexical {loss.lexical:.3f}, "
+            f"vector {loss.vector:.3f}"
+        )
+        stdout.print(f"  [dim]{escape(loss.query)}[/]", overflow="ellipsis", no_wrap=True)
+    if len(losses) > LOSSES_LISTED:
+        stdout.print(f"[dim]... and {len(losses) - LOSSES_LISTED} more (--json lists them all)[/]")
 
 
 EVAL_HOME_MARKER = "kbtui-eval.json"

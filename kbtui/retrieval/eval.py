@@ -246,6 +246,7 @@ class ModeReport:
     answerable_kept: float = 0.0  # real queries the signal does not call unanswered
     off_topic_none: float | None = None  # questions with no answer in the set (--no-answer) called unanswered
     off_topic_queries: int = 0
+    per_query_ndcg: Mapping[str, float] = field(default_factory=dict)  # query id -> nDCG@10 (kbtui eval --per-query)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -285,6 +286,7 @@ def evaluate_mode(
     unanswered (verdict ``none``) is reported beside."""
     ndcgs, recalls, rrs, precisions, latencies = [], [], [], [], []
     no_answer, no_answer_semantic, kept = [], [], []
+    per_query: dict[str, float] = {}
     model = service.embedder.identity.model if service.embedder is not None else None
     degraded = 0
     for query_id, text in queries.items():
@@ -304,6 +306,7 @@ def evaluate_mode(
         degraded += bool([r for r in top.degraded if not r.startswith("reranker_skipped")])
         ranked = documents_by_best_chunk(top, label)
         ndcgs.append(ndcg_at_k(ranked, relevant, NDCG_K))
+        per_query[query_id] = ndcgs[-1]
         rrs.append(reciprocal_rank(ranked, relevant))
         precisions.append(precision_at_k(ranked, relevant, NDCG_K))
         recalls.append(recall_at_k(documents_by_best_chunk(deep, label), relevant, RECALL_K))
@@ -336,6 +339,7 @@ def evaluate_mode(
         answerable_kept=sum(kept) / count,
         off_topic_none=sum(off_topic_none) / len(off_topic_none) if off_topic_none else None,
         off_topic_queries=len(off_topic_none),
+        per_query_ndcg=per_query,
     )
 
 
@@ -375,6 +379,35 @@ def load_questions(path: Path) -> list[str]:
     if not questions or len(questions) > MAX_QUESTIONS:
         raise InvalidEvalSet(f"the --no-answer file must hold 1 to {MAX_QUESTIONS:,} questions, one per line")
     return questions
+
+
+@dataclass(frozen=True)
+class HybridLoss:
+    """A query where a hybrid row ranks worse than one of its own arms."""
+
+    query_id: str
+    query: str
+    fusion: str
+    hybrid: float
+    lexical: float
+    vector: float
+
+
+def hybrid_losses(run: BeirRun) -> list[HybridLoss]:
+    """Every (query, fusion) whose hybrid nDCG@10 is below the better arm's, worst loss first."""
+    arms = {r.mode: r.per_query_ndcg for r in run.reports if r.mode in ("lexical", "vector")}
+    if set(arms) != {"lexical", "vector"}:
+        return []
+    losses = []
+    for report in run.reports:
+        if report.mode != "hybrid" or report.fusion is None:
+            continue
+        for query_id, hybrid in report.per_query_ndcg.items():
+            lexical, vector = arms["lexical"].get(query_id, 0.0), arms["vector"].get(query_id, 0.0)
+            if hybrid < max(lexical, vector) - 1e-9:
+                losses.append(HybridLoss(query_id, run.collection.queries.get(query_id, ""), report.fusion,
+                                         hybrid, lexical, vector))
+    return sorted(losses, key=lambda loss: (loss.hybrid - max(loss.lexical, loss.vector), loss.query_id))
 
 
 @dataclass

@@ -202,3 +202,21 @@ def test_kbtui_eval_no_answer_reports_the_share_of_off_topic_questions_found_emp
     empty = write(tmp_path / "empty.txt", "# nothing\n\n")
     refused = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--no-answer", str(empty))
     assert refused.code == 2 and "1 to 10,000 questions" in refused.err
+
+
+def test_kbtui_eval_per_query_lists_the_queries_where_hybrid_loses_to_an_arm(run_cli, tmp_path, home):
+    beir = write_beir(tmp_path / "beir")
+    result = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--fusion", "all", "--per-query", "--json")
+    assert result.code == 0, result.err
+    payload = json.loads(result.out)
+    modes = {(r["mode"], r["fusion"]): r for r in payload["modes"]}
+    assert modes[("lexical", None)]["ndcg_at_10"] == 1.0  # the words alone rank both queries perfectly
+    # Each listed loss is a hybrid row below its better arm for that query, and every such row is listed.
+    for loss in payload["hybrid_losses"]:
+        assert loss["hybrid"] < max(loss["lexical"], loss["vector"]) and loss["query"]
+    losing = {("hybrid", f) for f in {loss["fusion"] for loss in payload["hybrid_losses"]}}
+    for (mode, fusion), record in modes.items():
+        if mode == "hybrid" and record["ndcg_at_10"] < 1.0:
+            assert (mode, fusion) in losing  # below perfect somewhere means below the lexical arm there
+    table = run_cli("eval", "--beir", str(beir), "--provider", "hash", "--fusion", "all", "--per-query").out
+    assert "queries where hybrid ranks below its better arm (of 2)" in " ".join(table.split())
