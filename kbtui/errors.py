@@ -16,6 +16,7 @@ from store.errors import (
     KeyProblem,
     NoKnowledgeBase,
     NotFound,
+    PipelineHeldElsewhere,
     StoreError,
 )
 
@@ -30,6 +31,7 @@ __all__ = [
     "KeyProblem",
     "NoKnowledgeBase",
     "NotFound",
+    "PipelineHeldElsewhere",
     "StoreError",
 ]
 

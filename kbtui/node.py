@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from kbtui import backups
 from kbtui.config import Config
 from kbtui.embedding import EmbeddingProvider, make_provider
 from kbtui.embedding.reuse import CacheBounds, ChunkEmbeddingReuse, VectorCache
-from kbtui.errors import OPERATOR_ERRORS, BlobCorrupt, KbtuiError, NotFound
+from kbtui.errors import OPERATOR_ERRORS, BlobCorrupt, KbtuiError, NotFound, PipelineHeldElsewhere
 from kbtui.extract import SNIFF_BYTES, detect_format
 from kbtui.follow import FollowResult, counting_in, follow_documents
 from kbtui.ports import Storage
@@ -112,6 +113,9 @@ MIN_ID_PREFIX = 4
 # An operator's add or sync of a source another process is scanning (a second
 # `kbtui add`, the node's watcher) waits for that scan, then scans itself.
 OPERATOR_SYNC_WAIT_S = 600.0
+# How often an add that follows a node of another data directory (a shared
+# PostgreSQL database) asks whether it may run the pipeline itself.
+HELD_ELSEWHERE_RETRY_S = 5.0
 # The reader shows up to this much of a document (the rest is said to be cut).
 READER_MAX_CHARS = 4_000_000
 _HEX = frozenset("0123456789abcdef")
@@ -295,15 +299,21 @@ class Node:
         """
         ids = list(dict.fromkeys(document_ids))
         runtime: Runtime | None = None
+        held_elsewhere_until = 0.0
 
         def ensure_pipeline() -> None:
-            nonlocal runtime
-            if runtime is not None or self.pipeline_running():
+            nonlocal runtime, held_elsewhere_until
+            if runtime is not None or self.pipeline_running() or time.monotonic() < held_elsewhere_until:
                 return
             try:
                 runtime = self.pipeline().start()
             except NodeAlreadyRunning:
                 return  # another process won the race; follow it
+            except PipelineHeldElsewhere:
+                # A node of another data directory indexes this shared database: it
+                # takes these Pending documents; follow it, and ask again now and then.
+                held_elsewhere_until = time.monotonic() + HELD_ELSEWHERE_RETRY_S
+                return
             for document_id in ids:
                 runtime.admit(document_id)  # Busy is fine: the drain sweep admits it later
 

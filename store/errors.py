@@ -62,6 +62,13 @@ class BackupProblem(StoreError):
     exit_code = 3
 
 
+class PipelineHeldElsewhere(StoreError):
+    """Another node (another data directory) runs the pipeline on this shared
+    database: this one must not index beside it. Nothing was changed."""
+
+    exit_code = 3
+
+
 class StoreUnavailable(StoreError):
     """The store cannot be used right now, through no fault of the data: a
     database server that is down, unreachable, too slow or out of room, or a

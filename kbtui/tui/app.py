@@ -45,7 +45,7 @@ from actors.events import AdmissionChanged, DocumentStatusChanged, SweepPending
 from actors.runtime import NodeAlreadyRunning, Runtime
 from kbtui.collections import DEFAULT_COLLECTION, canonical_collection_id
 from kbtui.config import Config
-from kbtui.errors import OPERATOR_ERRORS, InvalidCollection
+from kbtui.errors import OPERATOR_ERRORS, InvalidCollection, PipelineHeldElsewhere
 from kbtui.logs import LogLine, LogLineHandler, configure_logging
 from kbtui.node import Node
 from kbtui.printable import printable
@@ -244,6 +244,13 @@ class KbtuiApp(App[int]):
             bridge.stop()
             api.stop()
             self.post_message(NodeModeDecided("client"))
+            return
+        except PipelineHeldElsewhere as exc:
+            # A node of another data directory indexes this shared database: browse and search it.
+            bridge.stop()
+            api.stop()
+            self.call_from_thread(self.notify, exc.message, severity="warning", timeout=15)
+            self.post_message(NodeModeDecided("viewer"))
             return
         except BaseException:
             bridge.stop()

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
+import os
 import secrets
+import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Concatenate, Generic, ParamSpec, TypeVar, overload
@@ -34,7 +38,7 @@ from psycopg_pool import ConnectionPool
 
 from store.blobs import open_display_names
 from store.datadir import CATALOG_ID_KEY, Fingerprint, prepare_home, write_fingerprint_file
-from store.errors import KeyProblem, NoKnowledgeBase
+from store.errors import KeyProblem, NoKnowledgeBase, PipelineHeldElsewhere
 from store.fts import COLUMN_WEIGHTS
 from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key
 from store.postgres import catalog, chunks, lexical, sources, vectors
@@ -335,6 +339,58 @@ class PostgresVectors(_Adapter):
         return None
 
 
+# The pipeline lock of a database (pg_try_advisory_lock's key: "kbtu" and 1), and who holds it.
+PIPELINE_LOCK_KEY = 0x6B627475_00000001
+PIPELINE_HOLDER_KEY = "pipeline_holder"
+
+
+class PipelineLock:
+    """This node's hold on the database's pipeline and its data directory's ``node.lock``."""
+
+    def __init__(self, conn: psycopg.Connection, node_lock: Any) -> None:
+        self._conn = conn
+        self._node_lock = node_lock
+
+    @classmethod
+    def acquire(cls, settings: PostgresSettings, node_lock: Any, *, record_holder: bool) -> PipelineLock:
+        conn = connect(settings)
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (PIPELINE_LOCK_KEY,)).fetchone()
+            if not (row and row[0]):
+                raise PipelineHeldElsewhere(_held_by(conn, settings.server))
+            if record_holder:
+                holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())}
+                conn.execute(
+                    "INSERT INTO node_meta(key, value) VALUES (%s, %s)"
+                    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (PIPELINE_HOLDER_KEY, json.dumps(holder).encode("utf-8")),
+                )
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, node_lock)
+
+    def release(self) -> None:
+        try:
+            self._conn.close()  # the session's advisory lock goes with it
+        finally:
+            self._node_lock.release()
+
+
+def _held_by(conn: psycopg.Connection, server: str) -> str:
+    """One line naming the node that runs the pipeline on this database, as far as it said."""
+    row = conn.execute("SELECT value FROM node_meta WHERE key = %s", (PIPELINE_HOLDER_KEY,)).fetchone()
+    who = "another node"
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        holder = json.loads(bytes(row[0]).decode("utf-8")) if row else {}
+        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(int(holder["since"])))
+        who = f"the node on {str(holder['host'])[:64]} (pid {int(holder['pid'])}, since {since})"
+    return (
+        f"{who} runs the pipeline of the PostgreSQL database {server}; one node per database indexes for now "
+        "(stop that node first; search and reads work from here meanwhile)"
+    )
+
+
 class PostgresStore:
     """An opened PostgreSQL knowledge base (made by :func:`open_postgres_store`)."""
 
@@ -364,13 +420,26 @@ class PostgresStore:
         return self.connections.session()
 
     def lock_node(self) -> Any:
-        """The right to run this data directory's pipeline (its ``node.lock``),
-        or None when a node runs. One pipeline per data directory for now; work
-        is handed out in one place (``catalog.claim_pending``) for the leases
-        of many nodes to come."""
+        """The right to run the pipeline: this data directory's ``node.lock``
+        (None when a node runs here), and the database's pipeline lock.
+
+        One pipeline per database for now: a node of another data directory
+        (another machine with the key copied) would reset the documents this
+        one is indexing and index them twice, so it is refused with
+        :class:`PipelineHeldElsewhere`, naming the node that holds the
+        database. The lock is a session advisory lock on a connection of its
+        own, held as long as the handle: a node that dies, or loses its
+        connection, lets go of it with its session."""
         from store.node_lock import NodeLock
 
-        return NodeLock.try_acquire(self.home)
+        node_lock = NodeLock.try_acquire(self.home)
+        if node_lock is None:
+            return None
+        try:
+            return PipelineLock.acquire(self.settings, node_lock, record_holder=not self.read_only)
+        except BaseException:
+            node_lock.release()
+            raise
 
     def node_running(self) -> bool:
         from store.node_lock import node_running

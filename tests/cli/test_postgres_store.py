@@ -113,3 +113,41 @@ def test_a_database_from_a_newer_kbtui_is_refused(run_cli, home, database_url, p
         conn.execute("INSERT INTO schema_version(version, name, applied_at) VALUES (999, 'future', 0)")
     result = run_cli("ls")
     assert result.code == 3 and "newer than this kbtui" in result.err and "\n" not in result.err.strip()
+
+
+def test_a_second_node_on_one_database_adds_through_the_one_that_indexes_and_cannot_serve_beside_it(
+    home, database_url, tmp_path
+):
+    from tests.api.serving import start_node
+    from tests.faults.processes import kbtui, one_line
+
+    write(tmp_path / "docs" / "tls.md", "# TLS\n\nRotate the certificates every ninety days.\n")
+    assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
+    # A second machine: its own data directory, the key copied, the same database.
+    other = tmp_path / "other-node"
+    other.mkdir(mode=0o700)
+    shutil.copy2(home / "node.key", other / "node.key")
+    os.chmod(other / "node.key", stat.S_IRUSR | stat.S_IWUSR)
+
+    first = start_node(home)
+    try:
+        # Its node would reset the first one's documents in flight and index them twice: refused.
+        refused = kbtui(other, "serve")
+        assert refused.returncode == 3
+        line = one_line(refused.stderr)
+        assert "runs the pipeline of the PostgreSQL database" in line and f"pid {first.process.pid}" in line
+        assert PASSWORD not in line
+        # An add from there stores the document and follows the node that indexes it.
+        write(tmp_path / "more" / "dns.md", "# DNS\n\nThe resolver caches answers for an hour.\n")
+        added = kbtui(other, "add", str(tmp_path / "more"))
+        assert added.returncode == 0, added.stderr
+        assert "1 indexed" in added.stdout
+        found = kbtui(other, "search", "resolver caches", "--json")
+        assert found.returncode == 0 and json.loads(found.stdout)["hits"]
+    finally:
+        first.stop()
+    # Once the first node stopped, the second may run the pipeline itself.
+    write(tmp_path / "last" / "ntp.md", "# NTP\n\nChrony keeps the clocks in step.\n")
+    added = kbtui(other, "add", str(tmp_path / "last"))
+    assert added.returncode == 0, added.stderr
+    assert json.loads(kbtui(other, "status", "--json").stdout)["documents"] == {"Indexed": 3}
