@@ -381,7 +381,8 @@ def _held_by(conn: psycopg.Connection, server: str) -> str:
     """One line naming the node that runs the pipeline on this database, as far as it said."""
     row = conn.execute("SELECT value FROM node_meta WHERE key = %s", (PIPELINE_HOLDER_KEY,)).fetchone()
     who = "another node"
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
+    # No row yet (the holder took the lock a moment ago) or one from another kbtui: say "another node".
+    with contextlib.suppress(KeyError, ValueError, TypeError, AttributeError):
         holder = json.loads(bytes(row[0]).decode("utf-8")) if row else {}
         since = time.strftime("%Y-%m-%d %H:%M", time.localtime(int(holder["since"])))
         who = f"the node on {str(holder['host'])[:64]} (pid {int(holder['pid'])}, since {since})"

@@ -151,3 +151,20 @@ def test_a_second_node_on_one_database_adds_through_the_one_that_indexes_and_can
     added = kbtui(other, "add", str(tmp_path / "last"))
     assert added.returncode == 0, added.stderr
     assert json.loads(kbtui(other, "status", "--json").stdout)["documents"] == {"Indexed": 3}
+
+
+def test_a_pipeline_lock_taken_before_its_holder_is_recorded_is_still_one_line(home, database_url, tmp_path):
+    import psycopg
+
+    from store.postgres.storage import PIPELINE_LOCK_KEY
+    from tests.faults.processes import kbtui, one_line
+
+    write(tmp_path / "docs" / "a.md", "# A\n\nalpha\n")
+    assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
+    # Another node between taking the lock and writing who it is.
+    with psycopg.connect(database_url, autocommit=True) as holder:
+        holder.execute("DELETE FROM node_meta WHERE key = 'pipeline_holder'")
+        assert holder.execute("SELECT pg_try_advisory_lock(%s)", (PIPELINE_LOCK_KEY,)).fetchone()[0]
+        refused = kbtui(home, "serve")
+    assert refused.returncode == 3
+    assert one_line(refused.stderr).startswith("kbtui: another node runs the pipeline of the PostgreSQL database")
