@@ -32,17 +32,17 @@ from search_postgres import database_url, server_url  # noqa: E402
 GOAL = 0.01
 
 
-def run_eval(beir: Path, home: Path, provider: str, database_url: str | None) -> list[dict]:
+def run_eval(beir: Path, home: Path, provider: str, on_database: str | None) -> list[dict]:
     command = [sys.executable, "-m", "kbtui", "eval", "--beir", str(beir), "--provider", provider,
                "--fusion", "all", "--json", "--home", str(home)]
-    if database_url:
-        command += ["--database-url", database_url]
+    if on_database:
+        command += ["--database-url", on_database]
     with tempfile.TemporaryDirectory(prefix="kbtui-eval-stores-") as own:
         # An operator home of its own, so no settings or database of the caller's apply.
         env = {k: v for k, v in os.environ.items() if not k.startswith("KBTUI_")} | {"KBTUI_HOME": own}
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"kbtui eval failed on {beir.name} ({'postgresql' if database_url else 'sqlite'}): "
+        raise SystemExit(f"kbtui eval failed on {beir.name} ({'postgresql' if on_database else 'sqlite'}): "
                          f"{done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout)
 

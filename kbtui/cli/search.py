@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import signal
@@ -306,13 +307,9 @@ LOSSES_LISTED = 30
 
 
 def _print_hybrid_losses(losses: list[HybridLoss], queries: int) -> None:
-    by_fusion: dict[str, int] = {}
-    for loss in losses:
-        by_fusion[loss.fusion] = by_fusion.get(loss.fusion, 0) + 1
+    by_fusion = collections.Counter(loss.fusion for loss in losses)
     counts = ", ".join(f"{count} with {fusion}" for fusion, count in by_fusion.items()) or "none"
     stdout.print(f"queries where hybrid ranks below its better arm (of {queries}): {counts}")
-    if not losses:
-        return
     for loss in losses[:LOSSES_LISTED]:
         stdout.print(
             f"{escape(loss.query_id)}  {loss.fusion}: hybrid {loss.hybrid:.3f}, lexical {loss.lexical:.3f}, "
