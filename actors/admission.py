@@ -35,7 +35,7 @@ from actors.events import (
     SweepPending,
 )
 from actors.listener import EventListener, publish
-from kbtui.ports import Catalog
+from kbtui.ports import Catalog, Coordination
 from store.errors import StoreError, is_database_error
 from store.records import Status
 
@@ -121,20 +121,23 @@ class Admission(EventListener):
         if self.admitting and time.monotonic() >= self.store_retry_at:
             try:
                 self._admit_pending()
-            except Exception as exc:  # a store that cannot be read now: a later sweep tries again
-                if not (isinstance(exc, StoreError) or is_database_error(exc)):
-                    raise
-                if not self.store_failing:
-                    log.warning("the drain sweep cannot read the store (%s); retrying", type(exc).__name__)
-                self.store_failing = True
-                # Not at every tick: a server that is down takes seconds to refuse each time.
-                self.store_retry_at = time.monotonic() + RETRY_AFTER_S
+            except Exception as exc:  # noqa: BLE001 - _store_failed re-raises all but store conditions
+                self._store_failed(exc)
             else:
                 if self.store_failing:
                     log.info("the drain sweep reads the store again")
                 self.store_failing = False
         self._dispatch()
         self._announce()
+
+    def _store_failed(self, exc: Exception) -> None:
+        if not (isinstance(exc, StoreError) or is_database_error(exc)):
+            raise exc
+        if not self.store_failing:
+            log.warning("the drain sweep cannot read the store (%s); retrying", type(exc).__name__)
+        self.store_failing = True
+        # Not at every tick: a server that is down takes seconds to refuse each time.
+        self.store_retry_at = time.monotonic() + RETRY_AFTER_S
 
     def _admit_pending(self) -> None:
         if self.stranded:
@@ -189,4 +192,79 @@ class Admission(EventListener):
                 rejected=state.rejected,
                 paused_for_s=state.paused_for_s,
             )
+        )
+
+
+class SharedAdmission(Admission):
+    """Admission on a store many nodes share (:class:`kbtui.ports.Coordination`).
+
+    The queue is the knowledge base's: its Pending rows, whichever node added
+    them. Its bound (``capacity``) holds for the whole base: an add is Busy
+    while more than ``capacity`` documents wait unclaimed, on every node
+    alike. This node claims only what its stages can start now (up to
+    ``max_in_flight``), so idle nodes find work and none hoards it, and it
+    renews the leases of what it holds every third of the lease.
+    """
+
+    def __init__(
+        self, catalog: Catalog, coordination: Coordination, extractors: Sequence[ActorRef], *, capacity: int,
+        max_in_flight: int,
+    ) -> None:
+        super().__init__(catalog, extractors, capacity=capacity, max_in_flight=max_in_flight)
+        self.coordination = coordination
+        self.waiting = 0  # unclaimed Pending documents of the whole base, at the last count
+        self.next_heartbeat = 0.0
+
+    def _admit(self, document_id: str) -> AdmitResult:
+        if not self.admitting:
+            return NotAdmitting(document_id)
+        if document_id in self.in_flight:
+            return AlreadyQueued(document_id)
+        try:
+            self.waiting = self.coordination.waiting(self.capacity + 1)
+        except Exception as exc:  # noqa: BLE001 - as in _sweep; the row stays Pending for a later claim
+            self._store_failed(exc)
+            return Accepted(document_id)
+        if self.waiting > self.capacity:
+            self.rejected += 1
+            return Busy(document_id, RETRY_AFTER_S)
+        self.accepted += 1
+        return Accepted(document_id)
+
+    def _dispatch(self) -> None:
+        now = time.monotonic()
+        if not self.admitting or now < self.paused_until or now < self.store_retry_at:
+            return
+        free = self.max_in_flight - len(self.in_flight)
+        if free <= 0:
+            return
+        try:
+            claimed = self.coordination.claim(free)
+        except Exception as exc:  # noqa: BLE001 - as in _sweep
+            self._store_failed(exc)
+            return
+        for document_id in claimed:
+            self.in_flight.add(document_id)
+            next(self.extractors).tell(ExtractDocument(document_id))
+
+    def _admit_pending(self) -> None:
+        if self.stranded:
+            # Their outcome could not be written: give the leases back, if still ours.
+            self.coordination.release(sorted(self.stranded))
+            self.stranded.clear()
+        if time.monotonic() >= self.next_heartbeat:
+            self.coordination.heartbeat(sorted(self.in_flight), in_flight=len(self.in_flight))
+            self.next_heartbeat = time.monotonic() + self.coordination.lease_s / 3
+        self.waiting = self.coordination.waiting(self.capacity + 1)
+
+    def _state(self) -> AdmissionState:
+        state = super()._state()
+        return AdmissionState(
+            queue_depth=min(self.waiting, self.capacity),
+            queue_capacity=state.queue_capacity,
+            in_flight=state.in_flight,
+            accepted=state.accepted,
+            rejected=state.rejected,
+            admitting=state.admitting,
+            paused_for_s=state.paused_for_s,
         )

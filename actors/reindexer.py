@@ -41,6 +41,14 @@ class Reindexer(pykka.ThreadingActor):
         return None
 
     def scan(self) -> int:
+        # On a store many nodes share, one node at a time scans (they would re-admit the same documents).
+        coordination = self.context.store.coordination
+        if coordination is None:
+            return self._scan()
+        with coordination.single_runner("stale-reindex") as mine:
+            return self._scan() if mine else 0
+
+    def _scan(self) -> int:
         embedder = self.context.embedder
         confident = getattr(embedder, "identity_confident", True)
         catalog = self.context.store.catalog

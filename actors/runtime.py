@@ -5,6 +5,11 @@ document left mid-pipeline goes back to Pending and the drain sweep admits
 Pending rows; on stop, admission closes, in-flight documents get up to the
 drain deadline to finish, and whatever is left stays non-terminal for the
 next start.
+
+On a store many nodes share (PostgreSQL), the runtime joins the store's
+nodes first, resets only the documents its own data directory held, and
+claims work under leases (:class:`actors.admission.SharedAdmission`); on
+stop it gives its leases back, so the other nodes carry on at once.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Protocol, cast
 
 import pykka
 
-from actors.admission import Admission, AdmissionState
+from actors.admission import Admission, AdmissionState, SharedAdmission
 from actors.chunker import Chunker
 from actors.embedder import Embedder
 from actors.events import (
@@ -77,6 +82,7 @@ class Runtime:
         self.external_listeners = list(listeners)
         self._started: list[pykka.ActorRef] = []
         self._lock: NodeLockHandle | None = None
+        self._joined = False
         self._ticker: threading.Thread | None = None
         self._ticker_stop = threading.Event()
         self._hurry = threading.Event()
@@ -96,6 +102,13 @@ class Runtime:
             resume()
         try:
             with self.context.store.session():
+                self._join()
+        except BaseException:
+            self._lock.release()  # nothing started yet
+            self._lock = None
+            raise
+        try:
+            with self.context.store.session():
                 reset = self.context.store.catalog.reset_non_terminal()
             if reset:
                 log.info("reset %d interrupted document(s) to Pending", reset)
@@ -110,6 +123,29 @@ class Runtime:
         self._ticker.start()
         log.info("pipeline started")
         return self
+
+    def _join(self) -> None:
+        """On a store many nodes share, register as one of its pipeline nodes
+        (refused when the live ones embed with another model)."""
+        coordination = self.context.store.coordination
+        if coordination is None:
+            return
+        embedder = self.context.embedder
+        identity = embedder.identity.canonical() if getattr(embedder, "identity_confident", True) else None
+        coordination.join(role="pipeline", model_identity=identity, lease_s=self.config.node_lease_s)
+        self._joined = True
+
+    def _leave(self) -> None:
+        coordination = self.context.store.coordination
+        if coordination is None or not self._joined:
+            return
+        self._joined = False
+        try:
+            with self.context.store.session():
+                coordination.leave()
+        except Exception as exc:  # noqa: BLE001 - a server that is down: the leases run out by themselves
+            log.warning("could not give back this node's leases (%s); other nodes take them when they expire",
+                        type(exc).__name__)
 
     def _start_actors(self) -> None:
         ctx, cfg = self.context, self.config
@@ -130,11 +166,18 @@ class Runtime:
         extractors = [
             started(Extractor.start(ctx, chunker)) for _ in range(max(1, cfg.extraction.worker_processes))
         ]
-        self.admission = started(
-            Admission.start(
+        coordination = ctx.store.coordination
+        admission: pykka.ActorRef
+        if coordination is None:
+            admission = Admission.start(
                 ctx.store.catalog, extractors, capacity=cfg.admission_queue_capacity, max_in_flight=cfg.max_in_flight
             )
-        )
+        else:
+            admission = SharedAdmission.start(
+                ctx.store.catalog, coordination, extractors, capacity=cfg.admission_queue_capacity,
+                max_in_flight=cfg.max_in_flight,
+            )
+        self.admission = started(admission)
         self.reindexer = started(Reindexer.start(ctx, self.admission, batch=cfg.admission_queue_capacity))
         request_warm(self.prewarm, "embedder")
         self.admission.tell(SweepPending())
@@ -196,6 +239,7 @@ class Runtime:
                     log.warning("an actor is still busy at shutdown; its document stays queued")
         finally:
             self._started.clear()
+            self._leave()
             if self._lock is not None:
                 self._lock.release()
                 self._lock = None

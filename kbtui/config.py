@@ -94,6 +94,10 @@ class Config:
     shutdown_drain_timeout_s: float = setting(30.0, minimum=0.0, maximum=DAY_S)
     # The drain sweep's tick: zero would spin a core.
     drain_sweep_interval_s: float = setting(0.5, minimum=0.01, maximum=HOUR_S)
+    # Many nodes on one PostgreSQL store: how long a node's claim on a document
+    # holds without a heartbeat (heartbeats come every third of it). A node that
+    # dies loses its documents to the others within this, plus one drain tick.
+    node_lease_s: float = setting(15.0, minimum=1.0, maximum=HOUR_S)
     # 0 turns the scheduled stale-document scan off.
     reindex_interval_s: float = setting(600.0, minimum=0.0, maximum=30 * DAY_S)
     # Back-off after the provider was unavailable, and the pause after the disk was full.

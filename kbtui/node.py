@@ -11,6 +11,7 @@ read model (:mod:`kbtui.reads`), a report, or a plain value.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -20,6 +21,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -217,8 +219,8 @@ class Node:
         store = open_storage(config, read_only=read_only)
         if not read_only:
             # Only now: opening has refused any catalog not known to be whole.
-            with store.session():
-                swept = store.catalog.sweep_orphan_blobs()
+            with store.session(), _single_runner(store, "blob-sweep") as mine:
+                swept = store.catalog.sweep_orphan_blobs() if mine else 0
             if swept:
                 log.info("removed %d orphan blob(s)", swept)
         embedder = build_embedder(config)
@@ -883,3 +885,9 @@ def build_embedder(config: Config) -> EmbeddingProvider:
         identity_ttl_s=config.embedding_identity_ttl_s,
         local_only=not config.allow_cloud_model_access,
     )
+
+
+def _single_runner(store: Storage, job: str) -> AbstractContextManager[bool]:
+    """Whether this process runs ``job`` now: always alone on SQLite; one node at a time on a shared store."""
+    coordination = store.coordination
+    return contextlib.nullcontext(True) if coordination is None else coordination.single_runner(job)

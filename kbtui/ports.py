@@ -20,6 +20,9 @@ The surfaces are the work the domain asks for, each small:
   statistics the lexical plan needs;
 - :class:`VectorIndex`: nearest chunks of one model identity, stored vectors;
 - :class:`BlobStore`: the encrypted sources;
+- :class:`Coordination`: on a store many nodes share (PostgreSQL), the
+  registry of nodes, work claimed under leases, events between nodes and
+  jobs that run on one node at a time;
 - :class:`Storage`: all of the above, the node key, a connection for the
   calling thread (:meth:`Storage.session`) and the node's lock.
 
@@ -42,6 +45,7 @@ from store.records import (
     DocumentRecord,
     FileState,
     HistoryRecord,
+    NodeRecord,
     OcrPage,
     PageReport,
     PathDocument,
@@ -296,6 +300,60 @@ class NodeLockHandle(Protocol):
     def release(self) -> None: ...
 
 
+class Coordination(Protocol):
+    """Many nodes on one store: work is claimed, not pushed.
+
+    A node claims documents with a lease (its id, renewed by heartbeats); a
+    stage's write is refused once the lease has passed to another node, and
+    a lease that is not renewed within ``lease_s`` can be taken over. The
+    queue of record is the store's, so its bound is the knowledge base's."""
+
+    node_id: str
+    lease_s: float
+
+    def join(self, *, role: str, model_identity: str | None, lease_s: float) -> None:
+        """Register this node (refused with ``PipelineHeldElsewhere`` when live
+        pipeline nodes embed with another model identity)."""
+        ...
+
+    def leave(self) -> None:
+        """Give back every lease this node holds (its documents Pending again) and say it stopped."""
+        ...
+
+    def claim(self, limit: int) -> list[str]:
+        """Lease up to ``limit`` documents to work on, oldest first: Pending
+        rows, and documents whose lease ran out on a node that stopped heartbeating."""
+        ...
+
+    def release(self, document_ids: Sequence[str]) -> None:
+        """Give back this node's leases on ``document_ids`` (Pending again, for any node)."""
+        ...
+
+    def heartbeat(self, held: Sequence[str], *, in_flight: int) -> set[str]:
+        """Renew the leases of ``held`` and this node's row; return those no longer this node's."""
+        ...
+
+    def waiting(self, cap: int) -> int:
+        """Pending documents no node has claimed yet, counted up to ``cap``."""
+        ...
+
+    def nodes(self) -> list[NodeRecord]:
+        """Every node that has worked on or searched this store, most recently started first."""
+        ...
+
+    def single_runner(self, job: str) -> AbstractContextManager[bool]:
+        """Whether this node runs ``job`` now (True for one node at a time), held for the block."""
+        ...
+
+    def announce(self, payload: str) -> None:
+        """Send an event (JSON, no document text or names) to every node listening."""
+        ...
+
+    def listen(self, on_payload: Callable[[str], None], stop: Callable[[], bool]) -> None:
+        """Deliver other nodes' announcements until ``stop()`` is true (blocks; run it in a thread)."""
+        ...
+
+
 class Storage(Protocol):
     """One opened knowledge base: every interface above, and how to hold it."""
 
@@ -321,6 +379,11 @@ class Storage(Protocol):
 
     @property
     def blobs(self) -> BlobStore: ...
+
+    @property
+    def coordination(self) -> Coordination | None:
+        """The nodes sharing this store (None where one node per data directory works alone: SQLite)."""
+        ...
 
     def session(self) -> AbstractContextManager[None]:
         """The calling thread's connection, opened (and closed after) if it has none."""

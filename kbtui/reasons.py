@@ -52,6 +52,10 @@ REASONS: dict[str, str] = {
     "storage_full": "the disk was full; it is retried when space returns",
     "storage_error": "the outcome could not be recorded; it is retried",
     "storage_unavailable": "the database server could not be used (down, unreachable or too slow); it is retried",
+    # Why a document went back to Pending on a knowledge base many nodes share.
+    "lease_expired": "the node working on it stopped renewing its lease (died or lost the network); another took over",
+    "node_stopped": "the node working on it stopped; any node takes it",
+    "node_restarted": "its node restarted mid-way; it starts again",
 }
 
 INTERRUPTED = "interrupted — resumes at next start"

@@ -100,6 +100,11 @@ class Store:
 
         return VectorIndexes(self.home, read_only=not can_write(self.home))
 
+    @property
+    def coordination(self) -> None:
+        """One node per data directory works alone on SQLite: nothing to coordinate."""
+        return None
+
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         """This thread's SQLite connection, opened (and closed after) if it has none."""

@@ -208,3 +208,23 @@ class OcrPage:
     words: int
     seconds: float
     reason: str | None
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """A node that works on, or searches, a knowledge base shared by many nodes.
+
+    Times are the database server's clock (seconds since the epoch); ``alive``
+    is the server's judgement: a heartbeat within the node's lease."""
+
+    id: str
+    host: str
+    pid: int
+    role: str  # pipeline | search
+    model_identity: str | None
+    started_at: float
+    heartbeat_at: float
+    stopped_at: float | None
+    in_flight: int
+    alive: bool
+    chunks_per_s: float  # chunks it committed in the last minute, per second

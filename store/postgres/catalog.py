@@ -30,7 +30,7 @@ from store.files import open_source
 from store.postgres.blobs import PostgresBlobStore
 from store.postgres.lexical import indexed_columns
 from store.postgres.vectors import ensure_vector_index
-from store.records import NON_TERMINAL, AddOutcome, DocumentRecord, HistoryRecord, OcrPage, Status
+from store.records import AddOutcome, DocumentRecord, HistoryRecord, OcrPage, Status
 
 # The columns of a DocumentRecord, in order.
 DOCUMENT_COLUMNS = (
@@ -339,24 +339,37 @@ def set_status(
     reason: str | None = None,
     progress: float | None = None,
     content_hash: str | None = None,
+    lease_holder: str | None = None,
 ) -> bool:
     """Record a status transition; False when the document no longer exists (or,
-    with ``content_hash``, no longer holds those bytes)."""
+    with ``content_hash``, no longer holds those bytes).
+
+    ``lease_holder`` is the node whose pipeline writes (many nodes on one
+    store, :mod:`store.postgres.coordination`): a stage's move into a working
+    status or Failed is refused (False) unless that node holds the lease, so a
+    node that lost a document to a takeover cannot touch it. Pending and
+    Failed end the lease: Pending puts the document back for any node (a
+    re-index asked for meanwhile drops the holder's work in progress).
+    """
     now = time.time()
     condition = "id = %s" + (" AND content_hash = %s" if content_hash is not None else "")
     params: list[object] = [status.value, reason, now, progress, document_id]
     if content_hash is not None:
         params.append(content_hash)
+    if lease_holder is not None and status != Status.PENDING:
+        condition += " AND lease_node = %s"
+        params.append(lease_holder)
+    release = ", lease_node = NULL, lease_until = NULL" if status in (Status.PENDING, Status.FAILED) else ""
     with conn.transaction():
         updated = conn.execute(
             "UPDATE document SET status = %s, failure_reason = %s, updated_at = %s, "
-            f"progress = coalesce(%s, progress) WHERE {condition}",
+            f"progress = coalesce(%s, progress){release} WHERE {condition}",
             params,
         ).rowcount
         if updated:
             conn.execute(
-                "INSERT INTO status_history(document_id, status, reason, at) VALUES (%s, %s, %s, %s)",
-                (document_id, status.value, reason, now),
+                "INSERT INTO status_history(document_id, status, reason, at, node) VALUES (%s, %s, %s, %s, %s)",
+                (document_id, status.value, reason, now, lease_holder),
             )
     return bool(updated)
 
@@ -372,6 +385,7 @@ def commit_index(
     parser_version: int,
     chunker_version: int,
     content_hash: str | None = None,
+    lease_holder: str | None = None,
 ) -> list[int] | None:
     """Replace the document's sections, chunks (with their lexical index) and
     vectors and mark it Indexed, in one transaction: it is never half visible.
@@ -380,7 +394,8 @@ def commit_index(
     ``kbtui.chunking`` specs, ``vectors`` one row per chunk; returns the new
     chunk ids, or None when the document was deleted meanwhile; raises
     ``store.catalog.Superseded`` (writing nothing) when it holds other bytes
-    than ``content_hash``.
+    than ``content_hash``, or when its lease is no longer ``lease_holder``'s
+    (another node took it over: that node commits it).
     """
     if len(vectors) != len(chunks):
         raise ValueError("one vector per chunk is required")
@@ -388,12 +403,15 @@ def commit_index(
     now = time.time()
     with conn.transaction():
         row = conn.execute(
-            "SELECT collection_id, content_hash, source_path FROM document WHERE id = %s FOR UPDATE", (document_id,)
+            "SELECT collection_id, content_hash, source_path, lease_node FROM document WHERE id = %s FOR UPDATE",
+            (document_id,),
         ).fetchone()
         if row is None:
             return None
-        collection_id, held_hash, source_path = row
+        collection_id, held_hash, source_path, lease_node = row
         if content_hash is not None and held_hash != content_hash:
+            raise Superseded(document_id)
+        if lease_holder is not None and lease_node != lease_holder:
             raise Superseded(document_id)
         _delete_index_rows(conn, document_id)
         section_ids: dict[int, int] = {}
@@ -435,13 +453,13 @@ def commit_index(
         conn.execute(
             "UPDATE document SET status = %s, failure_reason = NULL, progress = 1.0, chunk_count = %s,"
             " parser_version = %s, chunker_version = %s, vector_identity = %s, vector_dim = %s, indexed_at = %s,"
-            " updated_at = %s WHERE id = %s",
+            " updated_at = %s, indexed_by = %s, lease_node = NULL, lease_until = NULL WHERE id = %s",
             (Status.INDEXED.value, len(chunk_ids), parser_version, chunker_version, identity, dim, now, now,
-             document_id),
+             lease_holder, document_id),
         )
         conn.execute(
-            "INSERT INTO status_history(document_id, status, at) VALUES (%s, %s, %s)",
-            (document_id, Status.INDEXED.value, now),
+            "INSERT INTO status_history(document_id, status, at, node) VALUES (%s, %s, %s, %s)",
+            (document_id, Status.INDEXED.value, now, lease_holder),
         )
     return chunk_ids
 
@@ -506,21 +524,9 @@ def sweep_orphan_blobs(conn: psycopg.Connection) -> int:
     return removed
 
 
-def reset_non_terminal(conn: psycopg.Connection) -> int:
-    """At start-up, put every document left mid-pipeline back to Pending.
-
-    One node per store for now (its node.lock); with many nodes (issue 28)
-    only documents whose lease expired are reset."""
-    stuck = [s for s in NON_TERMINAL if s != Status.PENDING.value]
-    ids = [row[0] for row in conn.execute("SELECT id FROM document WHERE status = ANY(%s)", (stuck,)).fetchall()]
-    mark_pending(conn, ids)
-    return len(ids)
-
-
-def claim_pending(conn: psycopg.Connection, limit: int | None = None) -> list[str]:
-    """The Pending documents to work on next, oldest first: the one place that
-    hands out work. With one node per store it only reads; for many nodes
-    (issue 28) this becomes ``FOR UPDATE SKIP LOCKED`` under a lease."""
+def pending_document_ids(conn: psycopg.Connection, limit: int | None = None) -> list[str]:
+    """The Pending documents, oldest first (a pipeline that works alone on the
+    store; nodes that share it claim work through :mod:`store.postgres.coordination`)."""
     rows = conn.execute(
         "SELECT id FROM document WHERE status = %s ORDER BY created_at, id LIMIT %s",
         (Status.PENDING.value, limit),

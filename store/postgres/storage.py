@@ -14,31 +14,30 @@ first words (:class:`store.postgres.connection.DriverLogs`).
 
 The node key stays in ``$KBTUI_HOME/node.key``; its fingerprint lives in the
 database (every node that opens it must hold the same key) and beside the
-key file. ``$KBTUI_HOME`` also keeps the node's lock, logs and API socket:
-one pipeline per data directory, as with SQLite.
+key file. ``$KBTUI_HOME`` also keeps the node's lock, its id (``node.id``),
+logs and API socket: one pipeline per data directory, as with SQLite, and
+any number of data directories (nodes, on any machines) per database,
+sharing the work through :mod:`store.postgres.coordination`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
-import os
 import secrets
-import socket
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+import numpy as np
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from store.blobs import open_display_names
 from store.datadir import CATALOG_ID_KEY, Fingerprint, prepare_home, write_fingerprint_file
-from store.errors import KeyProblem, NoKnowledgeBase, PipelineHeldElsewhere
+from store.errors import KeyProblem, NoKnowledgeBase
 from store.fts import COLUMN_WEIGHTS
 from store.keys import KEY_FILE_NAME, key_fingerprint, load_or_create_key
 from store.postgres import catalog, chunks, lexical, sources, vectors
@@ -50,9 +49,10 @@ from store.postgres.connection import (
     register_types,
     translated_errors,
 )
+from store.postgres.coordination import PostgresCoordination, node_id_of, reset_own_work
 from store.postgres.keys import check_node_key, refuse_other_key, stored_fingerprint
 from store.postgres.migrations import LATEST_VERSION, apply_migrations, current_version, newer_schema_problem
-from store.records import AddOutcome, ChunkRecord, FileState
+from store.records import AddOutcome, ChunkRecord, FileState, Status
 
 log = logging.getLogger(__name__)
 
@@ -198,12 +198,9 @@ class PostgresCatalog(_Adapter):
     catalog_stamp = _Connected(catalog.catalog_stamp)
     indexed_chunk_total = _Connected(catalog.indexed_chunk_total)
     history = _Connected(catalog.history)
-    set_status = _Connected(catalog.set_status)
-    commit_index = _Connected(catalog.commit_index)
     purge_document = _Connected(catalog.purge_document)
     sweep_orphan_blobs = _Connected(catalog.sweep_orphan_blobs)
-    reset_non_terminal = _Connected(catalog.reset_non_terminal)
-    pending_document_ids = _Connected(catalog.claim_pending)
+    pending_document_ids = _Connected(catalog.pending_document_ids)
     stale_document_ids = _Connected(catalog.stale_document_ids)
     mark_pending = _Connected(catalog.mark_pending)
     record_extraction = _Connected(catalog.record_extraction)
@@ -235,6 +232,31 @@ class PostgresCatalog(_Adapter):
                 conn, self.store.blobs, self.store.node_key, collection_id, source, content_hash=content_hash,
                 display_name=display_name, fmt=fmt, source_path=source_path,
             )
+
+    def set_status(
+        self, document_id: str, status: Status, *, reason: str | None = None, progress: float | None = None,
+        content_hash: str | None = None,
+    ) -> bool:
+        with self.store.connections.connection() as conn:
+            return catalog.set_status(
+                conn, document_id, status, reason=reason, progress=progress, content_hash=content_hash,
+                lease_holder=self.store.coordination.pipeline_node(),
+            )
+
+    def commit_index(
+        self, document_id: str, *, sections: Sequence[Any], chunks: Sequence[Any], vectors: np.ndarray,
+        identity: str, parser_version: int, chunker_version: int, content_hash: str | None = None,
+    ) -> list[int] | None:
+        with self.store.connections.connection() as conn:
+            return catalog.commit_index(
+                conn, document_id, sections=sections, chunks=chunks, vectors=vectors, identity=identity,
+                parser_version=parser_version, chunker_version=chunker_version, content_hash=content_hash,
+                lease_holder=self.store.coordination.pipeline_node(),
+            )
+
+    def reset_non_terminal(self) -> int:
+        with self.store.connections.connection() as conn:
+            return reset_own_work(conn, self.store.coordination.node_id)
 
     def upgrade_legacy_blob(self, document_id: str) -> bool:
         # Blobs in rows keep the unlabelled format: the row that holds a source is
@@ -339,59 +361,6 @@ class PostgresVectors(_Adapter):
         return None
 
 
-# The pipeline lock of a database (pg_try_advisory_lock's key: "kbtu" and 1), and who holds it.
-PIPELINE_LOCK_KEY = 0x6B627475_00000001
-PIPELINE_HOLDER_KEY = "pipeline_holder"
-
-
-class PipelineLock:
-    """This node's hold on the database's pipeline and its data directory's ``node.lock``."""
-
-    def __init__(self, conn: psycopg.Connection, node_lock: Any) -> None:
-        self._conn = conn
-        self._node_lock = node_lock
-
-    @classmethod
-    def acquire(cls, settings: PostgresSettings, node_lock: Any, *, record_holder: bool) -> PipelineLock:
-        conn = connect(settings)
-        try:
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (PIPELINE_LOCK_KEY,)).fetchone()
-            if not (row and row[0]):
-                raise PipelineHeldElsewhere(_held_by(conn, settings.server))
-            if record_holder:
-                holder = {"host": socket.gethostname(), "pid": os.getpid(), "since": int(time.time())}
-                conn.execute(
-                    "INSERT INTO node_meta(key, value) VALUES (%s, %s)"
-                    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    (PIPELINE_HOLDER_KEY, json.dumps(holder).encode("utf-8")),
-                )
-        except BaseException:
-            conn.close()
-            raise
-        return cls(conn, node_lock)
-
-    def release(self) -> None:
-        try:
-            self._conn.close()  # the session's advisory lock goes with it
-        finally:
-            self._node_lock.release()
-
-
-def _held_by(conn: psycopg.Connection, server: str) -> str:
-    """One line naming the node that runs the pipeline on this database, as far as it said."""
-    row = conn.execute("SELECT value FROM node_meta WHERE key = %s", (PIPELINE_HOLDER_KEY,)).fetchone()
-    who = "another node"
-    # No row yet (the holder took the lock a moment ago) or one from another kbtui: say "another node".
-    with contextlib.suppress(KeyError, ValueError, TypeError, AttributeError):
-        holder = json.loads(bytes(row[0]).decode("utf-8")) if row else {}
-        since = time.strftime("%Y-%m-%d %H:%M", time.localtime(int(holder["since"])))
-        who = f"the node on {str(holder['host'])[:64]} (pid {int(holder['pid'])}, since {since})"
-    return (
-        f"{who} runs the pipeline of the PostgreSQL database {server}; one node per database indexes for now "
-        "(stop that node first; search and reads work from here meanwhile)"
-    )
-
-
 class PostgresStore:
     """An opened PostgreSQL knowledge base (made by :func:`open_postgres_store`)."""
 
@@ -411,6 +380,7 @@ class PostgresStore:
         self.chunks = PostgresChunks(self)
         self.lexical = PostgresLexical(self)
         self.vectors = PostgresVectors(self)
+        self.coordination = PostgresCoordination(connections, settings, node_id_of(home))
 
     @property
     def server(self) -> str:
@@ -421,26 +391,14 @@ class PostgresStore:
         return self.connections.session()
 
     def lock_node(self) -> Any:
-        """The right to run the pipeline: this data directory's ``node.lock``
-        (None when a node runs here), and the database's pipeline lock.
+        """This data directory's ``node.lock`` (None when a node runs here).
 
-        One pipeline per database for now: a node of another data directory
-        (another machine with the key copied) would reset the documents this
-        one is indexing and index them twice, so it is refused with
-        :class:`PipelineHeldElsewhere`, naming the node that holds the
-        database. The lock is a session advisory lock on a connection of its
-        own, held as long as the handle: a node that dies, or loses its
-        connection, lets go of it with its session."""
+        Nodes of other data directories (other machines, the key copied) may
+        run beside this one: they share the work through
+        :attr:`coordination`, which the pipeline joins once it holds this lock."""
         from store.node_lock import NodeLock
 
-        node_lock = NodeLock.try_acquire(self.home)
-        if node_lock is None:
-            return None
-        try:
-            return PipelineLock.acquire(self.settings, node_lock, record_holder=not self.read_only)
-        except BaseException:
-            node_lock.release()
-            raise
+        return NodeLock.try_acquire(self.home)
 
     def node_running(self) -> bool:
         from store.node_lock import node_running

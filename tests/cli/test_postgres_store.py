@@ -115,56 +115,56 @@ def test_a_database_from_a_newer_kbtui_is_refused(run_cli, home, database_url, p
     assert result.code == 3 and "newer than this kbtui" in result.err and "\n" not in result.err.strip()
 
 
-def test_a_second_node_on_one_database_adds_through_the_one_that_indexes_and_cannot_serve_beside_it(
-    home, database_url, tmp_path
-):
-    from tests.api.serving import start_node
-    from tests.faults.processes import kbtui, one_line
-
-    write(tmp_path / "docs" / "tls.md", "# TLS\n\nRotate the certificates every ninety days.\n")
-    assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
-    # A second machine: its own data directory, the key copied, the same database.
+def _second_node(home: Path, tmp_path: Path) -> Path:
+    """A second machine's data directory: the key copied, the same database."""
     other = tmp_path / "other-node"
     other.mkdir(mode=0o700)
     shutil.copy2(home / "node.key", other / "node.key")
     os.chmod(other / "node.key", stat.S_IRUSR | stat.S_IWUSR)
+    return other
 
-    first = start_node(home)
+
+def test_a_second_node_with_the_key_copied_serves_beside_the_first_and_both_index(home, database_url, tmp_path):
+    from tests.api.serving import kbtui, start_node
+
+    write(tmp_path / "docs" / "tls.md", "# TLS\n\nRotate the certificates every ninety days.\n")
+    assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
+    other = _second_node(home, tmp_path)
+    first, second = start_node(home), start_node(other)
     try:
-        # Its node would reset the first one's documents in flight and index them twice: refused.
-        refused = kbtui(other, "serve")
-        assert refused.returncode == 3
-        line = one_line(refused.stderr)
-        assert "runs the pipeline of the PostgreSQL database" in line and f"pid {first.process.pid}" in line
-        assert PASSWORD not in line
-        # An add from there stores the document and follows the node that indexes it.
+        # Each add goes to its own node; both are pipeline nodes of one base.
         write(tmp_path / "more" / "dns.md", "# DNS\n\nThe resolver caches answers for an hour.\n")
+        write(tmp_path / "most" / "ntp.md", "# NTP\n\nChrony keeps the clocks in step.\n")
         added = kbtui(other, "add", str(tmp_path / "more"))
-        assert added.returncode == 0, added.stderr
-        assert "1 indexed" in added.stdout
-        found = kbtui(other, "search", "resolver caches", "--json")
-        assert found.returncode == 0 and json.loads(found.stdout)["hits"]
+        assert added.returncode == 0 and "1 indexed" in added.stdout, added.stderr
+        added = kbtui(home, "add", str(tmp_path / "most"))
+        assert added.returncode == 0 and "1 indexed" in added.stdout, added.stderr
+        # What one node indexed, the other finds.
+        found = json.loads(kbtui(home, "search", "resolver caches", "--json").stdout)
+        assert found["hits"] and "an hour" in json.dumps(found["hits"][0])
     finally:
+        second.stop()
         first.stop()
-    # Once the first node stopped, the second may run the pipeline itself.
-    write(tmp_path / "last" / "ntp.md", "# NTP\n\nChrony keeps the clocks in step.\n")
-    added = kbtui(other, "add", str(tmp_path / "last"))
-    assert added.returncode == 0, added.stderr
     assert json.loads(kbtui(other, "status", "--json").stdout)["documents"] == {"Indexed": 3}
 
 
-def test_a_pipeline_lock_taken_before_its_holder_is_recorded_is_still_one_line(home, database_url, tmp_path):
-    import psycopg
+def test_a_node_that_embeds_with_another_model_is_refused_with_one_line(home, database_url, tmp_path):
+    from tests.api.serving import kbtui, start_node
+    from tests.faults.processes import one_line
 
-    from store.postgres.storage import PIPELINE_LOCK_KEY
-    from tests.faults.processes import kbtui, one_line
-
-    write(tmp_path / "docs" / "a.md", "# A\n\nalpha\n")
+    write(tmp_path / "docs" / "tls.md", "# TLS\n\nRotate the certificates every ninety days.\n")
     assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
-    # Another node between taking the lock and writing who it is.
-    with psycopg.connect(database_url, autocommit=True) as holder:
-        holder.execute("DELETE FROM node_meta WHERE key = 'pipeline_holder'")
-        assert holder.execute("SELECT pg_try_advisory_lock(%s)", (PIPELINE_LOCK_KEY,)).fetchone()[0]
-        refused = kbtui(home, "serve")
-    assert refused.returncode == 3
-    assert one_line(refused.stderr).startswith("kbtui: another node runs the pipeline of the PostgreSQL database")
+    other = _second_node(home, tmp_path)
+    first = start_node(home)
+    try:
+        # Its vectors would not compare with the base's: it may not index beside the first node.
+        refused = kbtui(other, "serve", KBTUI_EMBEDDING_PROVIDER="local")
+        assert refused.returncode == 3
+        line = one_line(refused.stderr)
+        assert "must embed alike" in line and f"pid {first.process.pid}" in line and PASSWORD not in line
+    finally:
+        first.stop()
+    # With no node of the old model alive, the base may change models.
+    write(tmp_path / "more" / "dns.md", "# DNS\n\nThe resolver caches answers for an hour.\n")
+    added = kbtui(other, "add", str(tmp_path / "more"), KBTUI_EMBEDDING_PROVIDER="local")
+    assert added.returncode == 0 and "1 indexed" in added.stdout, added.stderr

@@ -33,6 +33,10 @@ class HeldEmbedder(HashEmbedder):
         self.gate.wait(timeout=60)
         return super().embed_documents(texts)
 
+    def embed_query(self, text):  # type: ignore[no-untyped-def]
+        # Not held: the pipeline's warm-up embeds a query, and only a document in Embedding must wait.
+        return super().embed_documents([text])[0]
+
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
