@@ -13,6 +13,8 @@ With the ``hash`` embedder the embedding is nearly free, so the pipeline rate
 is the pipeline's own cost; with ``local`` the goal is an overhead within 10 %.
 
     python benchmarks/ingest.py [--provider hash|local] [--sizes 1000,10000] [--json PATH]
+
+``--nodes 1,2,3`` measures many nodes on one PostgreSQL store instead (ingest_nodes.py).
 """
 
 from __future__ import annotations
@@ -135,6 +137,11 @@ def time_embedder(node: Node, texts: list[str], batch: int) -> float:
 
 
 def main() -> None:
+    if "--nodes" in sys.argv[1:]:
+        import ingest_nodes
+
+        ingest_nodes.main(sys.argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--provider", default="hash")
     parser.add_argument("--sizes", default="1000,10000")

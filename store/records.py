@@ -180,6 +180,9 @@ class RegisteredSource:
     # root_empty, root_unreadable), None when it can; and since when.
     unreachable_reason: str | None = None
     unreachable_since: float | None = None
+    # On a store many nodes share: the node on whose machine the root lives
+    # (only it scans and watches the source); None on SQLite and for older rows.
+    owner_node: str | None = None
 
 
 class PageReport(Protocol):

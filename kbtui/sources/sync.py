@@ -68,6 +68,11 @@ class SyncInProgress(KbtuiError):
     pass
 
 
+class SourceOfAnotherNode(KbtuiError):
+    """On a store many nodes share, the source's root lives on another node's
+    machine: only that node scans it (here the path may be another folder, or none)."""
+
+
 class SyncFailed(KbtuiError):
     """The scan stopped part-way; nothing was purged. ``report`` has what was done."""
 
@@ -355,9 +360,22 @@ def sync_source(
     :class:`SyncInProgress` when another scan of the source still runs after ``wait_s``.
     """
     source = store.sources.get_source(source_id)
+    _refuse_another_nodes_source(store, source)
     guard = nullcontext() if dry_run else _exclusive_sync(store.home, source.id, wait_s)
     with guard:
         return _Sync(store, source, limits, purge, dry_run, before_open, on_progress, prune=prune).run()
+
+
+def _refuse_another_nodes_source(store: Storage, source: RegisteredSource) -> None:
+    coordination = store.coordination
+    if coordination is None or source.owner_node in (None, coordination.node_id):
+        return
+    owner = next((n for n in coordination.nodes() if n.id == source.owner_node), None)
+    where = f"the node on {printable(owner.host)[:64]}" if owner is not None else "another node"
+    raise SourceOfAnotherNode(
+        f"this source's folder is on the machine of {where} (node {str(source.owner_node)[:8]}), which scans and "
+        "watches it; run kbtui sync there"
+    )
 
 
 def preview_path(

@@ -157,20 +157,25 @@ class PostgresCoordination:
         with self._connections.connection() as conn, conn.transaction():
             rows = conn.execute(
                 "WITH picked AS ("
-                " SELECT id, status FROM document"
+                " SELECT id, status, lease_node FROM document"
                 f" WHERE status <> ALL(%s) AND (lease_node IS NULL OR lease_until < {NOW})"
                 " ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
                 " UPDATE document AS d SET lease_node = %s, lease_until = "
                 f"{NOW} + %s FROM picked WHERE d.id = picked.id"
-                " RETURNING d.id, picked.status, d.created_at",
+                " RETURNING d.id, picked.status, picked.lease_node, d.created_at",
                 (_TERMINAL, limit, self.node_id, self.lease_s),
             ).fetchall()
-            # Documents left mid-pipeline by a node that stopped heartbeating start again from Pending.
-            taken_over = [document_id for document_id, status, _ in rows if status != Status.PENDING.value]
+            # Documents a node held without renewing (it died, or lost the network) start
+            # again from Pending, and their history says they were taken over; so do
+            # documents left mid-pipeline with no lease at all (a store a single node ran).
+            taken_over = [
+                document_id for document_id, status, holder, _ in rows
+                if holder is not None or status != Status.PENDING.value
+            ]
             if taken_over:
                 _set_pending(conn, taken_over, reason="lease_expired", node_id=self.node_id)
                 log.info("took over %d document(s) whose node stopped renewing its lease", len(taken_over))
-        return [document_id for document_id, _, _ in sorted(rows, key=lambda row: (row[2], row[0]))]
+        return [row[0] for row in sorted(rows, key=lambda row: (row[3], row[0]))]
 
     def release(self, document_ids: Sequence[str]) -> None:
         with self._connections.connection() as conn, conn.transaction():

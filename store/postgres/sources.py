@@ -27,13 +27,15 @@ from store.source_keys import SOURCE_KINDS, name_context, report_context, root_c
 
 _SOURCE_COLUMNS = (
     "id, kind, collection_id, name, root_path, include_sensitive, watching, watch_state, created_at,"
-    " last_scan_at, last_scan_status, last_commit, root_device, root_inode, unreachable_reason, unreachable_since"
+    " last_scan_at, last_scan_status, last_commit, root_device, root_inode, unreachable_reason, unreachable_since,"
+    " owner_node"
 )
 
 
 def _registered(node_key: bytes, row: Sequence[Any]) -> RegisteredSource:
     (source_id, kind, collection_id, name, root, include_sensitive, watching, watch_state, created_at,
-     last_scan_at, last_scan_status, last_commit, root_device, root_inode, unreachable_reason, unreachable_since) = row
+     last_scan_at, last_scan_status, last_commit, root_device, root_inode, unreachable_reason, unreachable_since,
+     owner_node) = row
     return RegisteredSource(
         id=source_id,
         kind=kind,
@@ -50,6 +52,7 @@ def _registered(node_key: bytes, row: Sequence[Any]) -> RegisteredSource:
         root_identity=(int(root_device), int(root_inode)) if root_device is not None else None,
         unreachable_reason=unreachable_reason,
         unreachable_since=unreachable_since,
+        owner_node=owner_node,
     )
 
 
@@ -65,9 +68,10 @@ def _select(conn: psycopg.Connection, node_key: bytes, where: str = "", params: 
 
 def register_source(
     conn: psycopg.Connection, node_key: bytes, *, kind: str, root: str, collection_id: str, name: str,
-    include_sensitive: bool = False, root_identity: tuple[int, int] | None = None,
+    include_sensitive: bool = False, root_identity: tuple[int, int] | None = None, owner_node: str | None = None,
 ) -> RegisteredSource:
-    """Record an already verified root as a source of ``collection_id``; raises
+    """Record an already verified root as a source of ``collection_id``, owned
+    by ``owner_node`` (the node on whose machine it lives); raises
     :class:`SourceAlreadyRegistered` when the root is already a source of that
     collection, or the name is taken there."""
     if kind not in SOURCE_KINDS:
@@ -80,12 +84,13 @@ def register_source(
             catalog.ensure_collection(conn, collection_id)
             conn.execute(
                 "INSERT INTO source(id, kind, collection_id, name, root_path, root_digest, include_sensitive,"
-                " created_at, root_device, root_inode) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " created_at, root_device, root_inode, owner_node) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     source_id, kind, collection_id, seal_name(node_key, name_context(source_id), name),
                     seal_name(node_key, root_context(source_id), root), root_digest(node_key, root),
                     int(include_sensitive), time.time(),
                     root_identity[0] if root_identity else None, root_identity[1] if root_identity else None,
+                    owner_node,
                 ),
             )
     except psycopg.errors.UniqueViolation:
@@ -143,9 +148,15 @@ def resolve_source(
     raise NotFound("no such source")
 
 
-def watched_sources(conn: psycopg.Connection, node_key: bytes) -> list[RegisteredSource]:
-    """The sources a running node keeps in sync: watching on, scanned at least once."""
-    return _select(conn, node_key, "WHERE watching = 1 AND last_scan_at IS NOT NULL")
+def watched_sources(conn: psycopg.Connection, node_key: bytes, owner_node: str | None = None) -> list[RegisteredSource]:
+    """The sources a running node keeps in sync: watching on, scanned at least
+    once, and (with ``owner_node``) on that node's machine."""
+    if owner_node is None:
+        return _select(conn, node_key, "WHERE watching = 1 AND last_scan_at IS NOT NULL")
+    return _select(
+        conn, node_key, "WHERE watching = 1 AND last_scan_at IS NOT NULL AND (owner_node IS NULL OR owner_node = %s)",
+        (owner_node,),
+    )
 
 
 def registration_stamp(conn: psycopg.Connection) -> tuple[tuple[str, bool, bool], ...]:

@@ -52,7 +52,7 @@ from store.postgres.connection import (
 from store.postgres.coordination import PostgresCoordination, node_id_of, reset_own_work
 from store.postgres.keys import check_node_key, refuse_other_key, stored_fingerprint
 from store.postgres.migrations import LATEST_VERSION, apply_migrations, current_version, newer_schema_problem
-from store.records import AddOutcome, ChunkRecord, FileState, Status
+from store.records import AddOutcome, ChunkRecord, FileState, RegisteredSource, Status
 
 log = logging.getLogger(__name__)
 
@@ -270,13 +270,11 @@ class PostgresCatalog(_Adapter):
 
 
 class PostgresSources(_Adapter):
-    register_source = _Keyed(sources.register_source)
     get_source = _Keyed(sources.get_source)
     find_source = _Keyed(sources.find_source)
     sources_at = _Keyed(sources.sources_at)
     list_sources = _Keyed(sources.list_sources)
     resolve_source = _Keyed(sources.resolve_source)
-    watched_sources = _Keyed(sources.watched_sources)
     record_scan = _Keyed(sources.record_scan)
     last_scan_report = _Keyed(sources.last_scan_report)
     move_source_document = _Keyed(sources.move_source_document)
@@ -294,6 +292,23 @@ class PostgresSources(_Adapter):
     adopt_document = _Connected(sources.adopt_document)
     record_file_state = _Connected(sources.record_file_state)
     unregister_source = _Connected(sources.unregister_source)
+
+    def register_source(
+        self, *, kind: str, root: str, collection_id: str, name: str, include_sensitive: bool = False,
+        root_identity: tuple[int, int] | None = None,
+    ) -> RegisteredSource:
+        """As the port says; the source belongs to this node (its root is on this machine)."""
+        with self.store.connections.connection() as conn:
+            return sources.register_source(
+                conn, self.store.node_key, kind=kind, root=root, collection_id=collection_id, name=name,
+                include_sensitive=include_sensitive, root_identity=root_identity,
+                owner_node=self.store.coordination.node_id,
+            )
+
+    def watched_sources(self) -> list[RegisteredSource]:
+        """The watched sources whose roots are on this node's machine (others' are theirs to watch)."""
+        with self.store.connections.connection() as conn:
+            return sources.watched_sources(conn, self.store.node_key, owner_node=self.store.coordination.node_id)
 
     def add_source_document(
         self, source_id: str, collection_id: str, *, source_path: str, display_name: str, fmt: str, data: bytes,
