@@ -24,6 +24,7 @@ STATUS_OF = {
     "unsupported_media_type": 415,
     "headers_too_large": 431,
     "sync_failed": 422,
+    "another_node": 409,
     "internal": 500,
     "storage": 500,
     "data_directory": 500,
@@ -52,8 +53,10 @@ class ApiError(Exception):
 def api_error_for(exc: BaseException) -> ApiError:
     """The answer for an operator error a use case raised (anything else is ``internal``)."""
     from kbtui.errors import InvalidCollection, KbtuiError, NotFound, StoreError
-    from kbtui.sources.sync import SyncFailed
+    from kbtui.sources.sync import SourceOfAnotherNode, SyncFailed
 
+    if isinstance(exc, SourceOfAnotherNode):
+        return ApiError("another_node", exc.message)
     if isinstance(exc, NotFound):
         return ApiError("not_found", exc.message)
     if isinstance(exc, InvalidCollection):
@@ -77,6 +80,10 @@ def raise_for(code: str, message: str, body: dict) -> None:
         raise NotFound(message)
     if code == "invalid_collection":
         raise InvalidCollection(message)
+    if code == "another_node":
+        from kbtui.sources.sync import SourceOfAnotherNode
+
+        raise SourceOfAnotherNode(message)
     if code == "sync_failed":
         from kbtui.api.shapes import sync_report
         from kbtui.sources.sync import SyncFailed

@@ -21,7 +21,7 @@ from kbtui.node import Node, SourceRow, preview_unregistered
 from kbtui.printable import human_size, printable
 from kbtui.reads import Status
 from kbtui.sources.rules import SkipReason, path_skip_reason
-from kbtui.sources.sync import OUTCOMES, SyncFailed, SyncReport, inspect_path
+from kbtui.sources.sync import OUTCOMES, SourceOfAnotherNode, SyncFailed, SyncReport, inspect_path
 from store.errors import StoreError, is_disk_full, storage_problem
 
 # Skips that mean a file could not be read as it should: each is named on
@@ -332,6 +332,7 @@ def sync_command(
     started = time.time()
     reports: list[tuple[SourceRow, SyncReport]] = []
     troubles = 0
+    elsewhere = 0  # sources on other nodes' machines (a knowledge base many nodes share)
     failures: list[str] = []
     for row in rows:
         try:
@@ -345,6 +346,13 @@ def sync_command(
             storage_failure(failure, node, since=started)
             report = failure.report
             failures.append(failure.message)
+        except SourceOfAnotherNode as problem:
+            if not sources:  # "all of them" means this node's: another node scans its own folders
+                elsewhere += 1
+                continue
+            click.echo(f"kbtui: source {row.source.id[:12]}: {problem.message}", err=True)
+            failures.append(problem.message)
+            continue
         except KbtuiError as problem:
             click.echo(f"kbtui: source {row.source.id[:12]}: {problem.message}", err=True)
             failures.append(problem.message)
@@ -367,6 +375,8 @@ def sync_command(
             stdout.print("no sources; kbtui add PATH registers one")
         for row, report in reports:
             print_scan(row.source.name, report, list_files=list_files)
+        if elsewhere:
+            stdout.print(f"{elsewhere} source(s) on other nodes' machines left to them (kbtui nodes lists them)")
         if pending and not dry_run:
             indexed = "queued" if no_wait else f"{len(pending) - len(failed)} indexed, {len(failed)} failed"
             stdout.print(indexed)

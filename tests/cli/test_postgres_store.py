@@ -168,3 +168,22 @@ def test_a_node_that_embeds_with_another_model_is_refused_with_one_line(home, da
     write(tmp_path / "more" / "dns.md", "# DNS\n\nThe resolver caches answers for an hour.\n")
     added = kbtui(other, "add", str(tmp_path / "more"), KBTUI_EMBEDDING_PROVIDER="local")
     assert added.returncode == 0 and "1 indexed" in added.stdout, added.stderr
+
+
+def test_a_folder_is_synced_only_by_the_node_it_was_added_on(home, database_url, tmp_path):
+    from tests.api.serving import kbtui
+    from tests.faults.processes import one_line
+
+    write(tmp_path / "docs" / "tls.md", "# TLS\n\nRotate the certificates every ninety days.\n")
+    assert kbtui(home, "add", str(tmp_path / "docs")).returncode == 0
+    other = _second_node(home, tmp_path)
+    # The path names a folder on the first node's machine: here it may be another folder, or none.
+    refused = kbtui(other, "sync", "docs")
+    assert refused.returncode == 1
+    line = one_line(refused.stderr)
+    assert "run kbtui sync there" in line and "node " in line
+    # Syncing "everything" from the second node leaves the first node's folder to it.
+    everything = kbtui(other, "sync")
+    assert everything.returncode == 0, everything.stderr
+    assert "1 source(s) on other nodes' machines left to them" in everything.stdout
+    assert kbtui(home, "sync", "docs").returncode == 0
