@@ -73,7 +73,7 @@ from store.db import database, open_database  # noqa: E402
 from store.postgres import lexical as pg_lexical  # noqa: E402
 from store.postgres import vectors as pg_vectors  # noqa: E402
 from store.postgres.connection import PostgresSettings, connect, register_types  # noqa: E402
-from store.postgres.migrations import LATEST_VERSION, apply_migrations  # noqa: E402
+from store.postgres.migrations import apply_migrations  # noqa: E402
 from store.postgres.storage import PostgresStore, open_postgres_store  # noqa: E402
 
 OTHER = "OTHER"
@@ -112,6 +112,16 @@ def server_url(url: str | None, cache: Path) -> Iterator[str]:
         yield server.get_uri()
     finally:
         server.cleanup()
+
+
+def adopt_older_copy(admin_url: str, name: str) -> None:
+    """A corpus loaded under an older schema keeps its rows: migrations bring it
+    up to date in place (older runs named the database after its schema version)."""
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        names = [row[0] for row in admin.execute("SELECT datname FROM pg_database").fetchall()]
+        older = sorted(n for n in names if n.startswith(f"{name}_m"))
+        if name not in names and older:
+            admin.execute(f'ALTER DATABASE "{older[-1]}" RENAME TO "{name}"')
 
 
 def database_url(admin_url: str, name: str) -> str:
@@ -208,7 +218,8 @@ def postgres_node(corpus: SyntheticCorpus, url: str) -> PostgresStore:
 
 def run_size(corpus: SyntheticCorpus, admin_url: str, per_mix: int, seed: int, log) -> list[dict[str, object]]:
     size = corpus.size
-    name = f"kbtui_bench_{size}_v{GENERATOR_VERSION}_s{seed}_m{LATEST_VERSION}"
+    name = f"kbtui_bench_{size}_v{GENERATOR_VERSION}_s{seed}"
+    adopt_older_copy(admin_url, name)
     url = database_url(admin_url, name)
     settings = PostgresSettings(url, statement_timeout_ms=600_000)
     conn = connect(settings)
