@@ -14,7 +14,11 @@ from typing import Any, ClassVar
 
 @dataclass(frozen=True)
 class DocumentStatusChanged:
-    """A document moved to another status (with its stage progress, 0..1)."""
+    """A document moved to another status (with its stage progress, 0..1).
+
+    ``node`` names the node that did the work: empty for this process's own
+    node, another node's id for an event relayed from a store many nodes
+    share (:mod:`actors.relay`)."""
 
     name: ClassVar[str] = "document_status_changed"
     document_id: str
@@ -22,6 +26,7 @@ class DocumentStatusChanged:
     status: str
     progress: float
     reason: str | None = None
+    node: str = ""
 
 
 @dataclass(frozen=True)

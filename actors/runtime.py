@@ -39,6 +39,7 @@ from actors.extractor import Extractor
 from actors.indexer import Indexer
 from actors.prewarm_manager import PrewarmManager, request_warm
 from actors.reindexer import Reindexer
+from actors.relay import NodeEventRelay
 from actors.stage import PipelineContext
 from actors.status_writer import NodeStatusWriter
 from kbtui.errors import KbtuiError
@@ -157,6 +158,8 @@ class Runtime:
         # Listeners first, so they see every event; then the stages from the
         # end of the pipeline to its start, so each can be handed its successor.
         self.status_writer = started(NodeStatusWriter.start(cfg.home))
+        if ctx.store.coordination is not None:  # a store many nodes share: their events and ours
+            started(NodeEventRelay.start(ctx.store.coordination))
         self._started.extend(self.external_listeners)
         self.prewarm = started(PrewarmManager.start(self.warmers))
         indexer = started(Indexer.start(ctx))
