@@ -230,6 +230,9 @@ class LexicalIndex(Protocol):
     """BM25 over the indexed chunks (columns: source path, heading path, symbol, body)."""
 
     COLUMN_WEIGHTS: tuple[float, ...]
+    # What scoring one matching row costs, against FTS5's bm25() (about 1 us here):
+    # the lexical arm's row budget is divided by it, so its latency bound holds on either store.
+    ROW_COST: float
 
     def indexed_chunk_count(self) -> int: ...
 

@@ -168,6 +168,7 @@ class SqliteChunks:
 
 class SqliteLexical:
     COLUMN_WEIGHTS: tuple[float, ...] = fts.COLUMN_WEIGHTS
+    ROW_COST = 1.0
     indexed_chunk_count = staticmethod(fts.indexed_chunk_count)
     term_row_counts = staticmethod(fts.term_row_counts)
     ranked_matches = staticmethod(fts.ranked_matches)

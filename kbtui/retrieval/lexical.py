@@ -119,8 +119,9 @@ def lexical_candidates(
     """The lexical arm for ``terms`` in scope, at most ``limit`` chunks, best first."""
     words = list(terms.words)
     total = fts.indexed_chunk_count()
-    counts = fts.term_row_counts(words, ROW_BUDGET + 1, generation=total) if words else {}
-    plan = plan_words(words, counts, total, budget=ROW_BUDGET, repeats=terms.repeats_of())
+    budget = int(ROW_BUDGET / max(1.0, fts.ROW_COST))  # a store that scores rows slower scores fewer
+    counts = fts.term_row_counts(words, budget + 1, generation=total) if words else {}
+    plan = plan_words(words, counts, total, budget=budget, repeats=terms.repeats_of())
     lists: list[list[tuple[int, float]]] = []
     if plan.ranked:
         depth = max(limit, COMPLETION_DEPTH)
