@@ -56,7 +56,9 @@ JOIN_LOCK = 0x6B627475_6A6F696E
 # Single-runner jobs: "kbtu" and a CRC of the job's name.
 _JOB_LOCK_HIGH = 0x6B627475
 RATE_WINDOW_S = 60.0
-_TERMINAL = [Status.INDEXED.value, Status.FAILED.value]
+# Written out, not a parameter, so the planner can use the partial index of
+# unfinished documents (document_work) whatever share of the base is done.
+_UNFINISHED = "status NOT IN ('Indexed', 'Failed')"
 
 
 def node_id_of(home: Path) -> str:
@@ -158,12 +160,12 @@ class PostgresCoordination:
             rows = conn.execute(
                 "WITH picked AS ("
                 " SELECT id, status, lease_node FROM document"
-                f" WHERE status <> ALL(%s) AND (lease_node IS NULL OR lease_until < {NOW})"
+                f" WHERE {_UNFINISHED} AND (lease_node IS NULL OR lease_until < {NOW})"
                 " ORDER BY created_at, id LIMIT %s FOR UPDATE SKIP LOCKED)"
                 " UPDATE document AS d SET lease_node = %s, lease_until = "
                 f"{NOW} + %s FROM picked WHERE d.id = picked.id"
                 " RETURNING d.id, picked.status, picked.lease_node, d.created_at",
-                (_TERMINAL, limit, self.node_id, self.lease_s),
+                (limit, self.node_id, self.lease_s),
             ).fetchall()
             # Documents a node held without renewing (it died, or lost the network) start
             # again from Pending, and their history says they were taken over; so do
@@ -311,9 +313,9 @@ def reset_own_work(conn: psycopg.Connection, node_id: str) -> int:
     node holds, left mid-pipeline, go back to Pending; other nodes' leases stand."""
     with conn.transaction():
         rows = conn.execute(
-            "SELECT id FROM document WHERE status <> ALL(%s) AND status <> %s"
+            f"SELECT id FROM document WHERE {_UNFINISHED} AND status <> %s"
             " AND (lease_node IS NULL OR lease_node = %s) FOR UPDATE SKIP LOCKED",
-            (_TERMINAL, Status.PENDING.value, node_id),
+            (Status.PENDING.value, node_id),
         ).fetchall()
         ids = [row[0] for row in rows]
         conn.execute(
