@@ -119,7 +119,8 @@ class PostgresCoordination:
                 other = conn.execute(
                     "SELECT host, pid, model_identity FROM node WHERE id <> %s AND role = 'pipeline'"
                     f" AND stopped_at IS NULL AND heartbeat_at + lease_s > {NOW}"
-                    " AND model_identity IS DISTINCT FROM %s ORDER BY started_at LIMIT 1",
+                    # A node whose model is not resolved yet (a server still starting) says nothing.
+                    " AND model_identity IS NOT NULL AND model_identity <> %s ORDER BY started_at LIMIT 1",
                     (self.node_id, model_identity),
                 ).fetchone()
                 if other is not None:
