@@ -38,7 +38,7 @@ demo: setup
 POSTGRES_TESTS := tests/api tests/tools tests/cli/test_cli.py tests/cli/test_node_cli.py \
 	tests/cli/test_terminal_safety.py tests/retrieval/test_eval_corpus.py tests/retrieval/test_rerank.py \
 	tests/sources/test_cli_repo.py tests/sources/test_rules.py tests/faults/test_search_load.py \
-	tests/tui/test_bridge.py tests/tui/test_node_or_client.py tests/tui/test_shutdown.py \
+	tests/tui/test_bridge.py tests/tui/test_node_or_client.py tests/tui/test_nodes_screen.py tests/tui/test_shutdown.py \
 	tests/tui/test_tmux_quit.py tests/tui/test_tmux_smoke.py tests/tui/test_web.py tests/tui/test_widgets.py \
 	tests/test_config.py tests/test_no_text_in_logs.py
 

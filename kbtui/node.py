@@ -18,6 +18,8 @@ import hashlib
 import io
 import json
 import logging
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -67,7 +69,7 @@ from kbtui.sources.watch import SourceWatcher
 from kbtui.storage import open_storage, schema_version
 from store.doctor import PROBLEM, Examination, Progress, examination_json, examine_store
 from store.errors import SourceAlreadyRegistered
-from store.records import AddOutcome, ChunkRecord, RegisteredSource, Status
+from store.records import AddOutcome, ChunkRecord, NodeRecord, RegisteredSource, Status
 
 log = logging.getLogger(__name__)
 
@@ -538,6 +540,58 @@ class Node:
         return NodeStatus(
             running, read_node_status(self.config.home) if running else None, self.store.catalog.status_counts()
         )
+
+    def node_id(self) -> str:
+        """This node's id: on a shared store the one it is known by there (its data
+        directory's ``node.id``); on SQLite a stable id of the data directory."""
+        coordination = self.store.coordination
+        if coordination is not None:
+            return coordination.node_id
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            text = (self.config.home / "node.id").read_text(encoding="ascii").strip()
+            if len(text) == 32 and set(text) <= _HEX:
+                return text
+        return hashlib.sha256(str(self.config.home.absolute()).encode()).hexdigest()[:32]
+
+    @_connected
+    def nodes(self) -> list[NodeRecord]:
+        """Every node of the knowledge base, most recently started first: on a
+        shared store each that has joined it (times on the server's clock); on
+        SQLite the one node of this data directory, running or not."""
+        coordination = self.store.coordination
+        if coordination is not None:
+            return coordination.nodes()
+        home = self.config.home
+        running = self.pipeline_running()
+        published = read_node_status(home) or {}
+
+        def number(key: str) -> float | None:
+            value = published.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        def modified(name: str) -> float | None:
+            try:
+                return os.stat(home / name).st_mtime
+            except OSError:
+                return None
+
+        # The node lock's file is rewritten (its pid) when a node takes it: its start.
+        started = modified("node.lock") or 0.0
+        # The status file is rewritten at each drain tick and once more at stop.
+        last_seen = number("written_at") or modified("node-status.json") or started
+        pid = number("pid") if running else None
+        embedder = self.embedder
+        identity = embedder.identity.canonical() if getattr(embedder, "identity_confident", True) else None
+        window = 60.0
+        since = time.time() - window
+        recent = self.store.catalog.documents(status=Status.INDEXED.value, updated_since=since)
+        chunks = sum(d.chunk_count for d in recent if d.indexed_at is not None and d.indexed_at >= since)
+        return [NodeRecord(
+            id=self.node_id(), host=socket.gethostname(), pid=int(pid or 0), role="pipeline",
+            model_identity=identity, started_at=started, heartbeat_at=max(last_seen, started),
+            stopped_at=None if running else max(last_seen, started), in_flight=int(number("in_flight") or 0)
+            if running else 0, alive=running, chunks_per_s=chunks / window if running else 0.0,
+        )]
 
     @_connected
     def snapshot(self, collection_id: str, *, with_queue: bool) -> CatalogSnapshot:

@@ -336,6 +336,11 @@ async def get_status(request: Request, services: Services) -> object:
     return await run_in_threadpool(status)
 
 
+async def list_nodes(request: Request, services: Services) -> object:
+    """Every node of the knowledge base (on SQLite: this one)."""
+    return {"nodes": [shapes.node_json(r) for r in await run_in_threadpool(services.node.nodes)]}
+
+
 async def list_collections(request: Request, services: Services) -> object:
     return {"collections": await run_in_threadpool(services.node.collections)}
 
@@ -639,6 +644,7 @@ async def _client_gone(receive: Receive) -> None:
 ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/status", get_status),
     ("GET", "/events", events),
+    ("GET", "/nodes", list_nodes),
     ("GET", "/collections", list_collections),
     ("GET", "/documents", list_documents),
     ("POST", "/documents", add_documents),

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from kbtui.reads import DocumentDetail, DocumentRow, DocumentText
     from kbtui.retrieval.results import SearchResponse
     from kbtui.sources.sync import SyncReport
-    from store.records import ChunkRecord, RegisteredSource
+    from store.records import ChunkRecord, NodeRecord, RegisteredSource
 
 DEFAULT_TIMEOUT_S = 120.0
 ADD_TIMEOUT_S = 3600.0  # the node reads every file of the add before it answers
@@ -236,6 +236,9 @@ class NodeClient:
 
     def status(self) -> NodeStatus:
         return shapes.node_status(self._json("GET", "/status"))
+
+    def nodes(self) -> list[NodeRecord]:
+        return [shapes.node_record(n) for n in self._json("GET", "/nodes")["nodes"]]
 
     # ------------------------------------------------------------ search
 

@@ -33,7 +33,7 @@ def event_json(event: Event | LogLine) -> dict[str, object]:
         return {"at": event.at, "level": event.level, "logger": event.logger, "message": event.message}
     if isinstance(event, DocumentStatusChanged):
         return {"document_id": event.document_id, "collection": event.collection_id, "status": event.status,
-                "progress": event.progress, "reason": event.reason}
+                "progress": event.progress, "reason": event.reason, "node": event.node}
     if isinstance(event, DocumentReleased):
         return {"document_id": event.document_id, "reason": event.reason, "retry_after_s": event.retry_after_s}
     return {"queue_depth": event.queue_depth, "queue_capacity": event.queue_capacity, "in_flight": event.in_flight,
@@ -48,8 +48,9 @@ def event_from(name: str, data: dict) -> Event | LogLine | None:
     if name == LogLine.name:
         return LogLine(float(data["at"]), str(data["level"]), str(data["logger"]), str(data["message"]))
     if name == DocumentStatusChanged.name:
+        node = data.get("node")  # the node that did the work (absent from an older node's stream)
         return DocumentStatusChanged(data["document_id"], data["collection"], data["status"], data["progress"],
-                                     data["reason"])
+                                     data["reason"], node=node if isinstance(node, str) else "")
     if name == DocumentReleased.name:
         return DocumentReleased(data["document_id"], data["reason"], data["retry_after_s"])
     if name == AdmissionChanged.name:

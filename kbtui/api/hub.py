@@ -14,6 +14,7 @@ stream through a :class:`kbtui.logs.LogLineHandler` that publishes here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import threading
@@ -61,7 +62,10 @@ class Subscription:
 
 
 class EventHub:
-    def __init__(self, *, buffer: int = SUBSCRIBER_BUFFER, max_subscribers: int = MAX_SUBSCRIBERS) -> None:
+    def __init__(
+        self, *, buffer: int = SUBSCRIBER_BUFFER, max_subscribers: int = MAX_SUBSCRIBERS, node_id: str = ""
+    ) -> None:
+        self.node_id = node_id  # named in this node's own document events (another node's carry theirs)
         self.buffer = buffer
         self.max_subscribers = max_subscribers
         self._subscribers: set[Subscription] = set()
@@ -89,6 +93,8 @@ class EventHub:
 
     def publish(self, event: Event | LogLine) -> None:
         """From any thread: queue ``event`` for every subscriber; never waits."""
+        if isinstance(event, DocumentStatusChanged) and not event.node:
+            event = dataclasses.replace(event, node=self.node_id)
         data = frame(event.name, event_json(event), event_id=next(self._ids))
         self._hand_to_all(lambda s: s.offer(data))
 

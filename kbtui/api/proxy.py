@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 ROUTED = (
     "add_source", "index_and_follow", "remove", "purge", "reindex",
     "resolve", "find_document", "documents", "document", "detail", "document_text", "neighbours", "display_names",
-    "statuses", "collections", "collection_exists", "status", "search",
+    "statuses", "collections", "collection_exists", "status", "nodes", "search",
     "sources", "resolve_source", "sync_source", "remove_source",
     "register_repository", "repositories", "resolve_repository", "unregister_repository", "import_repository",
 )

@@ -185,7 +185,7 @@ class ApiServer:
     def __init__(self, node: Node, *, listen: tuple[str, int] | None = None) -> None:
         self.node = node
         self.listen = listen
-        self.hub = EventHub()
+        self.hub = EventHub(node_id=node.node_id())
         # Started now, so it is a listener from the pipeline's first event on.
         self.relay = EventRelay.start(self.hub)
         self.path = socket_path(node.config.home)

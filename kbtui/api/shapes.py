@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from kbtui.node import DocumentMatch, NodeStatus, ReindexReport, SourceRow, SourceSync
     from kbtui.reads import ChunkEntry, DocumentDetail, DocumentRow, DocumentText
     from kbtui.sources.sync import SyncReport
-    from store.records import ChunkRecord
+    from store.records import ChunkRecord, NodeRecord
 
 JSON = dict[str, Any]
 
@@ -186,6 +186,31 @@ def node_status(data: JSON) -> NodeStatus:
     return NodeStatus(running=data["node_running"], published=data["queue"], counts=data["documents"])
 
 
+# ---------------------------------------------------------------- nodes
+
+
+def node_json(record: NodeRecord) -> JSON:
+    """A node of the knowledge base (``kbtui nodes --json``, ``GET /v1/nodes``)."""
+    from kbtui.api.nodes import node_state
+
+    return {
+        "id": record.id, "state": node_state(record), "host": record.host, "pid": record.pid, "role": record.role,
+        "model_identity": record.model_identity, "started_at": record.started_at,
+        "heartbeat_at": record.heartbeat_at, "stopped_at": record.stopped_at, "in_flight": record.in_flight,
+        "alive": record.alive, "chunks_per_s": record.chunks_per_s,
+    }
+
+
+def node_record(data: JSON) -> NodeRecord:
+    from store.records import NodeRecord
+
+    return NodeRecord(
+        id=data["id"], host=data["host"], pid=data["pid"], role=data["role"], model_identity=data["model_identity"],
+        started_at=data["started_at"], heartbeat_at=data["heartbeat_at"], stopped_at=data["stopped_at"],
+        in_flight=data["in_flight"], alive=data["alive"], chunks_per_s=data["chunks_per_s"],
+    )
+
+
 # ---------------------------------------------------------------- search
 
 
@@ -330,6 +355,7 @@ def source_json(row: SourceRow) -> JSON:
         "document_count": row.document_count, "node_running": row.node_running,
         "unreachable": _unreachable_json(row),
         "root_identity": list(source.root_identity) if source.root_identity is not None else None,
+        "owner_node": source.owner_node,
     }
 
 
@@ -355,6 +381,7 @@ def source_row(data: JSON) -> SourceRow:
         root_identity=tuple(data["root_identity"]) if data["root_identity"] is not None else None,
         unreachable_reason=(data["unreachable"] or {}).get("reason"),
         unreachable_since=(data["unreachable"] or {}).get("since"),
+        owner_node=data.get("owner_node"),
     )
     return SourceRow(source, dict(data["documents"]), data["node_running"],
                      dict((data["unreachable"] or {}).get("documents", {})))

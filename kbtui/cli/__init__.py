@@ -34,6 +34,7 @@ COMMAND_MODULES = {
     "documents": ("add", "ls", "show", "rm", "reindex"),
     "migrate": ("migrate",),
     "node": ("serve", "status", "doctor"),
+    "nodes": ("nodes",),
     "repositories": ("repo", "import"),
     "search": ("search", "eval"),
     "sources": ("sources", "sync"),

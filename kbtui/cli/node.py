@@ -94,6 +94,11 @@ def status(ctx: click.Context, as_json: bool, follow: bool) -> int:
     return 0
 
 
+def _by_node(event: DocumentStatusChanged) -> str:
+    """`` · node 1a2b3c4d``: the node that did the work (many nodes may share the store)."""
+    return f" · node {shown(event.node[:8])}" if event.node else ""
+
+
 def _queue_line(queue: dict) -> str:
     return (
         f"queue: {queue['queue_depth']}/{queue['queue_capacity']}, in flight {queue['in_flight']}, "
@@ -128,10 +133,11 @@ def _follow_events(node: Node, *, as_json: bool) -> None:
                 found = node.documents(document_ids=[event.document_id])
                 name = (found[0].source_path or found[0].name) if found else "-"
                 stdout.print(f"{stamp} [red]failed[/] {shown(name)} ({event.document_id[:12]}) {event.reason or '-'} · "
-                             f"{event.collection_id}")
+                             f"{event.collection_id}{_by_node(event)}")
             elif isinstance(event, DocumentStatusChanged):
                 reason = f" ({event.reason})" if event.reason else ""
-                stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}")
+                stdout.print(f"{stamp} document {event.document_id[:12]} {event.status}{reason} · {event.collection_id}"
+                             f"{_by_node(event)}")
             elif isinstance(event, DocumentReleased):
                 stdout.print(f"{stamp} document {event.document_id[:12]} back to the queue ({event.reason})")
             elif isinstance(event, LogLine):

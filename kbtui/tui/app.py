@@ -84,6 +84,7 @@ from kbtui.tui.screens.document import DocumentScreen
 from kbtui.tui.screens.documents import DocumentsScreen
 from kbtui.tui.screens.failures import FailuresScreen
 from kbtui.tui.screens.help import HelpScreen
+from kbtui.tui.screens.nodes import NodesScreen
 from kbtui.tui.screens.preview import HitPreviewScreen
 from kbtui.tui.screens.reader import ReaderScreen
 from kbtui.tui.screens.search import SearchScreen
@@ -108,7 +109,7 @@ DETACH_AFTER_S = 1.0
 SELF_REPORTING_GROUPS = ("ask", "ask-search", "ask-probe")
 # App-wide keys a dialog keeps to itself (the palette stays available).
 _KEYS_A_DIALOG_KEEPS = frozenset(
-    {"quit", "focus_search", "help", "switch_collection", "sources", "ask", "change_theme", "show_documents",
+    {"quit", "focus_search", "help", "switch_collection", "sources", "nodes", "ask", "change_theme", "show_documents",
      "command_line", "copy"}
 )
 # Log lines the app keeps for the events pane (it shows them when opened).
@@ -154,6 +155,7 @@ class KbtuiApp(App[int]):
         Binding("Y", "copy('path')", "Copy path", id="app.copy_path", show=False),
         Binding("c", "switch_collection", "Collection", id="app.collections", show=False),
         Binding("i", "sources", "Sources", id="app.sources", show=False, tooltip="Folders, files and repositories"),
+        Binding("M", "nodes", "Nodes", id="app.nodes", show=False, tooltip="Every node of the knowledge base"),
         Binding("A", "ask", "Ask", id="app.ask", show=False),
         Binding("t", "change_theme", "Theme", id="app.theme", show=False),
         Binding("D", "show_documents", "Documents", id="app.documents", show=False),
@@ -565,6 +567,10 @@ class KbtuiApp(App[int]):
     def action_sources(self) -> None:
         if not isinstance(self.screen, SourcesScreen):
             self.push_screen(SourcesScreen(self.node, self.collection_id, self.mode))
+
+    def action_nodes(self) -> None:
+        if not isinstance(self.screen, NodesScreen):
+            self.push_screen(NodesScreen(self.node))
 
     def open_document(self, document_id: str) -> None:
         self.push_screen(DocumentScreen(self.node, document_id))

@@ -31,6 +31,7 @@ def palette_commands(app: KbtuiApp) -> list[PaletteCommand]:
         PaletteCommand("Add files", "Add a file or every supported file under a directory (a)", app.action_add_files),
         PaletteCommand("Reindex all documents", "Run ingestion again for the whole collection (R)", app.confirm_reindex_all),
         PaletteCommand("Sources", "Folders, files and Git repositories: add, sync, watch (i)", app.action_sources),
+        PaletteCommand("Nodes", "Every node of the knowledge base: state, heartbeat, work (M)", app.action_nodes),
         PaletteCommand("Failures", "Failed documents, why each failed, retry (x)", app.show_failures),
         PaletteCommand("Ask a question", "Answer from the knowledge base with a local chat model (k)", app.action_ask),
         PaletteCommand("Switch collection", "Pick or create a collection (c)", app.action_switch_collection),
@@ -113,11 +114,12 @@ def _collection(app: KbtuiApp, argument: str) -> None:
         app.action_switch_collection()
 
 
-# The table the command line reads. A later view (``:nodes``) is one more row.
+# The table the command line reads.
 COLON_COMMANDS: tuple[ColonCommand, ...] = (
     ColonCommand("documents", "the documents list (a word: filter names)", _documents, ("docs", "ls"), "[WORDS]"),
     ColonCommand("search", "search (the words after it: search them)", _search, ("s",), "[WORDS]"),
     ColonCommand("sources", "folders, files and repositories", lambda app, _: app.action_sources(), ("src",)),
+    ColonCommand("nodes", "every node of the knowledge base", lambda app, _: app.action_nodes()),
     ColonCommand("failures", "failed documents, why, retry", lambda app, _: app.show_failures(), ("failed",)),
     ColonCommand("events", "the node's log lines, live (on the documents list)", lambda app, _: app.show_events(),
                  ("logs", "log")),
