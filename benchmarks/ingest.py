@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kbtui.chunking import chunk_document  # noqa: E402
 from kbtui.config import Config  # noqa: E402
 from kbtui.extract import extract  # noqa: E402
-from kbtui.follow import follow_documents  # noqa: E402
+from kbtui.follow import counting_in, follow_documents  # noqa: E402
 from kbtui.node import Node  # noqa: E402
 from store import catalog  # noqa: E402
 
@@ -118,7 +118,9 @@ def measure(provider: str, count: int, workdir: Path) -> Row:
         embedder_before = time_embedder(node, texts, config.max_embedding_batch_size)
         started = time.perf_counter()
         with node.pipeline():
-            result = follow_documents(ids, show_progress=sys.stderr.isatty(), stall_timeout_s=600)
+            result = follow_documents(
+                ids, show_progress=sys.stderr.isatty(), stall_timeout_s=600, count=counting_in(node.store.catalog)
+            )
         pipeline_s = time.perf_counter() - started
         if result.counts.get("Indexed", 0) != count:
             raise SystemExit(f"not every document was indexed: {result.counts}")
