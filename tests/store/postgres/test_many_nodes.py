@@ -230,8 +230,8 @@ def test_three_nodes_index_every_document_once_when_one_is_killed_mid_way(team: 
                 timeout=60,
             ).stdout
         )
-        state = {n["id"]: n["alive"] for n in nodes["nodes"]}
-        assert state == {team.node_id(0): True, victim_id: False, team.node_id(2): True}
+        state = {n["id"]: n["state"] for n in nodes}
+        assert state == {team.node_id(0): "alive", victim_id: "lost", team.node_id(2): "alive"}
     finally:
         watcher.close()
 
