@@ -228,8 +228,7 @@ class SharedAdmission(Admission):
         if self.waiting > self.capacity:
             self.rejected += 1
             return Busy(document_id, RETRY_AFTER_S)
-        self.accepted += 1
-        return Accepted(document_id)
+        return Accepted(document_id)  # counted when claimed: an add and a sweep may race for it
 
     def _dispatch(self) -> None:
         now = time.monotonic()
@@ -243,6 +242,7 @@ class SharedAdmission(Admission):
         except Exception as exc:  # noqa: BLE001 - as in _sweep
             self._store_failed(exc)
             return
+        self.accepted += len(claimed)  # this node's intake: what it took from the base's queue
         for document_id in claimed:
             self.in_flight.add(document_id)
             next(self.extractors).tell(ExtractDocument(document_id))

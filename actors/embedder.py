@@ -143,6 +143,10 @@ class Embedder(StageActor):
             except DocumentGone:
                 self._drop(pending)
                 publish(DocumentReleased(pending.message.document.document_id, reason="deleted"))
+            except Exception as exc:  # noqa: BLE001 - the store failed for this one: the others carry on
+                # Left in the batch, its chunks would wait for a flush no one sends.
+                self._drop(pending)
+                self.settle(pending.message, pending.message.document.document_id, exc)
 
     def _deliver(self, pending: _Pending, position: int, vector: np.ndarray, identity: VectorIdentity) -> None:
         if pending.vectors[position] is not None:
@@ -178,7 +182,12 @@ class Embedder(StageActor):
         for pending in pendings:
             self._drop(pending)
             document_id = pending.message.document.document_id
-            self.context.store.catalog.set_status(document_id, Status.PENDING, reason=code, progress=0.0)
+            try:
+                self.context.store.catalog.set_status(document_id, Status.PENDING, reason=code, progress=0.0)
+            except Exception as exc:  # noqa: BLE001 - the store is down too: admission gives it back later
+                log.error("could not put document %s back to Pending: %s", document_id, type(exc).__name__)
+                publish(DocumentReleased(document_id, reason="storage_error", retry_after_s=self.backoff_s))
+                continue
             publish(DocumentReleased(document_id, reason=code, retry_after_s=self.backoff_s))
 
     def _drop(self, pending: _Pending) -> None:

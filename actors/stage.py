@@ -70,12 +70,17 @@ class StageActor(pykka.ThreadingActor):
             if not document_id:
                 log.error("%s failed: %s", type(self).__name__, type(exc).__name__)
                 return None
-            try:
-                self._settle(message, document_id, exc)
-            except Exception as settle_exc:  # noqa: BLE001 - cannot even record it (disk full?)
-                log.error("could not record the outcome of document %s: %s", document_id, type(settle_exc).__name__)
-                publish(DocumentReleased(document_id, reason="storage_error", retry_after_s=self.context.config.storage_retry_s))
+            self.settle(message, document_id, exc)
         return None
+
+    def settle(self, message: Any, document_id: str, exc: Exception) -> None:
+        """Record what a failure means for the document (failed, Pending again,
+        gone); when even that cannot be written, release it as ``storage_error``."""
+        try:
+            self._settle(message, document_id, exc)
+        except Exception as settle_exc:  # noqa: BLE001 - cannot even record it (disk full? server gone?)
+            log.error("could not record the outcome of document %s: %s", document_id, type(settle_exc).__name__)
+            publish(DocumentReleased(document_id, reason="storage_error", retry_after_s=self.context.config.storage_retry_s))
 
     def _settle(self, message: Any, document_id: str, exc: Exception) -> None:
         if isinstance(exc, DocumentSuperseded):
@@ -90,7 +95,13 @@ class StageActor(pykka.ThreadingActor):
             # back) and is retried once the store can be used again.
             reason = "storage_full" if is_disk_full(exc) else "storage_unavailable"
             log.error("%s while processing document %s; will retry", reason, document_id)
-            self.context.store.catalog.set_status(document_id, Status.PENDING, reason=reason, progress=0.0)
+            coordination = self.context.store.coordination
+            if coordination is None:
+                self.context.store.catalog.set_status(document_id, Status.PENDING, reason=reason, progress=0.0)
+            else:
+                # Only if still ours: a commit whose answer was lost with the connection may
+                # have landed (the document is Indexed, its lease ended), and must stay so.
+                coordination.release([document_id])
             publish(DocumentReleased(document_id, reason=reason, retry_after_s=self.context.config.storage_retry_s))
         else:
             log.error("%s failed on a document: %s", type(self).__name__, type(exc).__name__)

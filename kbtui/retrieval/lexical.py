@@ -124,7 +124,8 @@ def lexical_candidates(
     plan = plan_words(words, counts, total, budget=budget, repeats=terms.repeats_of())
     lists: list[list[tuple[int, float]]] = []
     if plan.ranked:
-        depth = max(limit, COMPLETION_DEPTH)
+        # A store that ranks fewer rows completes more of them (its partial ranking is coarser).
+        depth = max(limit, int(COMPLETION_DEPTH * max(1.0, fts.ROW_COST)))
         partial = fts.ranked_matches(
             plan.ranked, collection_id, document_id=document_id, limit=depth, repeats=plan.repeats
         )

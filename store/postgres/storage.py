@@ -344,9 +344,9 @@ class PostgresChunks(_Adapter):
 
 class PostgresLexical(_Adapter):
     COLUMN_WEIGHTS: tuple[float, ...] = COLUMN_WEIGHTS
-    # ts_rank_cd per word on each matching heap row: about 2.5 us a row at a
-    # million chunks, where FTS5's bm25() takes about 1 (benchmarks/search.py --store postgresql).
-    ROW_COST = 2.5
+    # ts_rank_cd per word on each matching heap row: two to three times FTS5's
+    # bm25() per row at a million chunks (benchmarks/search.py --store postgresql).
+    ROW_COST = 2.0
     indexed_chunk_count = _Connected(lexical.indexed_chunk_count)
     term_row_counts = _Connected(lexical.term_row_counts)
     ranked_matches = _Connected(lexical.ranked_matches)
