@@ -197,12 +197,14 @@ class ApiServer:
 
     def start(self, runtime: Runtime) -> ApiServer:
         """Bind and serve (from a background thread); returns once it answers."""
-        sockets = [self._bind_unix()]
+        sockets: list[socket.socket] = []
         token = None
         try:
             if self.listen is not None:
                 sockets.append(_bind_tcp(*self.listen))
                 token = self._write_token()
+            # Bound last: a client that sees the socket answer finds the token already there.
+            sockets.insert(0, self._bind_unix())
         except BaseException:
             for sock in sockets:
                 sock.close()

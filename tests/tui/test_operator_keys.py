@@ -248,9 +248,9 @@ def test_help_at_80x24_says_it_scrolls_and_the_footer_always_shows_the_help_key(
         async with app.run_test(size=(60, 20)) as pilot:
             await wait_until(lambda: len(app.documents_screen.rows) == 6)
             footer = app.documents_screen.query_one("KeysFooter")
-            await wait_until(lambda: footer.query("#footer-right"))
+            await wait_until(lambda: footer.query(".footer-right"))
             await pilot.pause()
-            right = footer.query_one("#footer-right")
+            right = footer.query(".footer-right").last()
             assert right.region.right == 60 and "?" in str(right.query("FooterKey").first().render())
             await pilot.resize_terminal(80, 24)
             await pilot.press("question_mark")

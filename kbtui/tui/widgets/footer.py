@@ -7,6 +7,8 @@ terminal. Here ``?`` is docked at the right, beside the palette's key.
 
 from __future__ import annotations
 
+import asyncio
+
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.widgets import Footer
@@ -17,12 +19,19 @@ HELP_ACTION = "help"
 
 class KeysFooter(Footer):
     DEFAULT_CSS = """
-    KeysFooter #footer-right { dock: right; width: auto; background: $footer-background; }
-    KeysFooter #footer-right FooterKey { margin-left: 1; }
+    KeysFooter .footer-right { dock: right; width: auto; background: $footer-background; }
+    KeysFooter .footer-right FooterKey { margin-left: 1; }
     """
 
     def __init__(self) -> None:
         super().__init__(show_command_palette=False)  # shown on the right, beside ?
+        self._recomposing = asyncio.Lock()
+
+    async def recompose(self) -> None:
+        # Two binding changes in one refresh recompose twice; overlapped, the second
+        # mounts its #footer-right before the first's is removed (DuplicateIds).
+        async with self._recomposing:
+            await super().recompose()
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
@@ -30,7 +39,10 @@ class KeysFooter(Footer):
                 yield widget
         if not self._bindings_ready:
             return
-        with HorizontalGroup(id="footer-right"):
+        # A class, not an id: Textual's recompose does not wait for the removal of a child
+        # whose message pump has not started yet, so for a moment the old group and the
+        # new one are siblings (an id made that DuplicateIds and took the app down).
+        with HorizontalGroup(classes="footer-right"):
             yield FooterKey("question_mark", "?", "Keys", HELP_ACTION).data_bind(compact=Footer.compact)
             palette = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
             if palette is not None:
