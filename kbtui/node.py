@@ -626,7 +626,8 @@ class Node:
     ) -> SearchResponse:
         """Search one collection, or every one (``ALL_COLLECTIONS``): chunk hits,
         or with ``per_document`` each document's best chunk (and how many more
-        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped.
+        of its chunks ranked); hits below ``min_relevance`` (0..1) are dropped,
+        and with none given, those below the similarity floor (counted in ``hidden``).
         An empty ``document_id`` is refused: it must never mean "every document"."""
         if document_id is not None and not document_id.strip():
             raise KbtuiError("document_id: an empty document id (give one, or none to search every document)")

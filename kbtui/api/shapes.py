@@ -308,6 +308,7 @@ def search_json(response: SearchResponse, *, explain: bool) -> JSON:
         "degraded": list(response.degraded),
         "elapsed_ms": response.elapsed_ms,
         "match": match_signal_json(response.match),
+        "hidden_below_floor": response.hidden,
     }
     if explain:
         payload["explain"] = explain_json(response.explain)
@@ -318,6 +319,7 @@ def search_response(data: JSON) -> SearchResponse:
     return SearchResponse(
         hits=[hit(h) for h in data["hits"]], degraded=list(data["degraded"]), elapsed_ms=data["elapsed_ms"],
         explain=search_explain(data.get("explain")), match=match_signal(data["match"]),
+        hidden=data.get("hidden_below_floor", 0),
     )
 
 

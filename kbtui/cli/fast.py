@@ -66,6 +66,7 @@ def search_json(body: dict) -> str:
         match = {**match, "best_similarity": round(match["best_similarity"], 4)}
     payload: dict[str, object] = {
         "hits": body["hits"], "degraded": body["degraded"], "elapsed_ms": round(body["elapsed_ms"], 2), "match": match,
+        "hidden_below_floor": body.get("hidden_below_floor", 0),
     }
     if "explain" in body:
         payload["explain"] = body["explain"]
@@ -98,7 +99,7 @@ def answer_quickly(argv: Sequence[str]) -> int | None:
     if as_json:
         _print(search_json(body))
         return 0
-    notice = quiet_notice(body["degraded"], (body.get("match") or {}).get("verdict"))
+    notice = quiet_notice(body["degraded"], (body.get("match") or {}).get("verdict"), body.get("hidden_below_floor", 0))
     if notice:
         print(f"kbtui: {notice}", file=sys.stderr)
     _print(hits_tsv(body["hits"], names))
@@ -110,9 +111,9 @@ def _print(text: str) -> None:
     sys.stdout.flush()
 
 
-def quiet_notice(degraded: Sequence[str], verdict: str | None) -> str:
-    """What a table says above the hits (degraded, related only, nothing matched),
-    for stderr when the hits go to a pipe."""
+def quiet_notice(degraded: Sequence[str], verdict: str | None, hidden: int = 0) -> str:
+    """What a table says above the hits (degraded, related only, nothing matched,
+    unrelated hits hidden), for stderr when the hits go to a pipe."""
     parts = []
     if degraded:
         parts.append("degraded: " + ", ".join(degraded))
@@ -120,7 +121,16 @@ def quiet_notice(degraded: Sequence[str], verdict: str | None) -> str:
         parts.append("no exact matches, showing related passages")
     elif verdict == "none":
         parts.append("nothing matched")
+    if hidden:
+        parts.append(hidden_note(hidden).removeprefix(" · "))
     return "; ".join(parts)
+
+
+def hidden_note(hidden: int) -> str:
+    """The count of hits left out as below the similarity floor, after a result line."""
+    if not hidden:
+        return ""
+    return f" · {hidden} unrelated hidden (below the similarity floor; --min-score 0 shows them)"
 
 
 def _parse(argv: list[str]) -> tuple[str, str | None, int | None, bool, float | None, bool] | None:

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from kbtui.api.shapes import explain_json, hit_json
 from kbtui.cli.common import FiniteFloatRange, cli, existing_collection, open_node, shown, stdout
-from kbtui.cli.fast import hits_tsv, quiet_notice, search_json
+from kbtui.cli.fast import hidden_note, hits_tsv, quiet_notice, search_json
 from kbtui.cli.output import chosen_format, format_option
 from kbtui.collections import canonical_collection_id
 from kbtui.errors import KbtuiError
@@ -97,13 +97,16 @@ def search(
             "degraded": response.degraded,
             "elapsed_ms": response.elapsed_ms,
             "match": match_json(response.match),
+            "hidden_below_floor": response.hidden,
         }
         if explain:
             payload["explain"] = explain_json(response.explain)
         click.echo(search_json(payload))
         return 0
     if shown_as == "tsv":
-        notice = quiet_notice(response.degraded, response.match.verdict if response.match is not None else EXACT)
+        notice = quiet_notice(
+            response.degraded, response.match.verdict if response.match is not None else EXACT, response.hidden
+        )
         if notice:
             click.echo(f"kbtui: {notice}", err=True)
         unnamed = [h.document_id for h in response.hits if not h.source_path]
@@ -116,11 +119,14 @@ def search(
         stdout.print(f"[yellow]{MATCH_NOTICES[verdict]}[/]")
     if explain and response.explain is not None:
         _print_explain(response.explain)
+        if response.match is not None:
+            _print_match(response.match, response.hidden)
     if verdict != NONE or response.hits:
         print_hits(node, response.hits, query, explain=explain, show_collection=everywhere)
     unit = "chunk" if chunks else "document"
     count = len(response.hits)
-    stdout.print(f"[dim]{count} {unit}{'s' if count != 1 else ''} in {response.elapsed_ms:.0f} ms[/]")
+    took = f"{count} {unit}{'s' if count != 1 else ''} in {response.elapsed_ms:.0f} ms"
+    stdout.print(f"[dim]{took}{hidden_note(response.hidden)}[/]")
     return 0
 
 
@@ -169,6 +175,23 @@ def _arm_line(hit: Hit) -> str:
     if hit.score_kind == "Rerank" and hit.fusion_rank is not None:
         line += f" · fusion #{hit.fusion_rank}"
     return line
+
+
+def _print_match(match: MatchSignal, hidden: int) -> None:
+    """The verdict's evidence: the best similarity against the model's floor."""
+    if match.similarity_floor is None:
+        stdout.print(f"[dim]match: {match.verdict}; no similarity floor is known for this model, nothing hidden[/]")
+        return
+    best = "-" if match.best_similarity is None else f"{match.best_similarity:.2f}"
+    together = "" if match.words_together is None else (
+        "; one passage holds every content word" if match.words_together else "; no passage holds every content word"
+    )
+    stdout.print(
+        f"[dim]match: {match.verdict}; best similarity {best}, floor {match.similarity_floor:.2f} (calibrated for this "
+        f"model: the best of 99 % of real questions is above it, of 98 % of meaningless ones below)"
+        f"{together}; "
+        f"{hidden} hit{'s' if hidden != 1 else ''} below it hidden[/]"
+    )
 
 
 def _print_explain(explain) -> None:
@@ -297,6 +320,12 @@ def eval_command(
         + ("; OFF-TOPIC: share of the --no-answer questions it calls 'nothing matched'" if off_topic else "")
         + ".[/]"
     )
+    for r in run.reports:
+        if r.mode == "hybrid":
+            stdout.print(
+                f"hybrid ({r.fusion}) as shown: {r.relevant_shown:.3f} of the top ten's relevant documents, "
+                f"{r.unrelated_hidden:.3f} of the others hidden as unrelated (below the similarity floor)"
+            )
     if per_query:
         _print_hybrid_losses(losses, len(collection.queries))
     return 0 if not run.failed else 1

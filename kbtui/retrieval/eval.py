@@ -23,6 +23,7 @@ import json
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ import numpy as np
 
 from kbtui.errors import KbtuiError
 from kbtui.retrieval.matching import NONE, match_signal, word_coverage
+from kbtui.retrieval.results import Hit
 from kbtui.retrieval.search import SearchRequest, SearchResponse, SearchService
 from kbtui.retrieval.snippets import QueryHighlighter
 
@@ -76,12 +78,17 @@ def percentile_ms(samples_ms: Sequence[float], q: float) -> float:
 
 def documents_by_best_chunk(response: SearchResponse, label: Callable[[str], str | None]) -> list[str]:
     """Document labels in the order of each document's best chunk."""
-    seen: dict[str, None] = {}
+    return [name for _, name in _labelled_documents(response, label)]
+
+
+def _labelled_documents(response: SearchResponse, label: Callable[[str], str | None]) -> list[tuple[Hit, str]]:
+    """Each document's best hit, with its label, in rank order."""
+    seen: dict[str, Hit] = {}
     for hit in response.hits:
         name = label(hit.document_id)
         if name is not None and name not in seen:
-            seen[name] = None
-    return list(seen)
+            seen[name] = hit
+    return [(hit, name) for name, hit in seen.items()]
 
 
 # ---------------------------------------------------------------- BEIR
@@ -247,6 +254,10 @@ class ModeReport:
     off_topic_none: float | None = None  # questions with no answer in the set (--no-answer) called unanswered
     off_topic_queries: int = 0
     per_query_ndcg: Mapping[str, float] = field(default_factory=dict)  # query id -> nDCG@10 (kbtui eval --per-query)
+    # Of the top ten's relevant documents, the share a user is shown (not below the
+    # similarity floor, and not a "nothing matched"); of the others, the share hidden.
+    relevant_shown: float = 1.0
+    unrelated_hidden: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -266,6 +277,8 @@ class ModeReport:
             "answerable_kept": round(self.answerable_kept, 4),
             "off_topic_none": None if self.off_topic_none is None else round(self.off_topic_none, 4),
             "off_topic_queries": self.off_topic_queries,
+            "relevant_shown": round(self.relevant_shown, 4),
+            "unrelated_hidden": round(self.unrelated_hidden, 4),
         }
 
 
@@ -287,6 +300,8 @@ def evaluate_mode(
     ndcgs, recalls, rrs, precisions, latencies = [], [], [], [], []
     no_answer, no_answer_semantic, kept = [], [], []
     per_query: dict[str, float] = {}
+    shown = Counter[bool]()  # relevant top-ten documents: shown or not
+    hidden = Counter[bool]()  # the other top-ten documents: hidden or not
     model = service.embedder.identity.model if service.embedder is not None else None
     degraded = 0
     for query_id, text in queries.items():
@@ -311,6 +326,12 @@ def evaluate_mode(
         precisions.append(precision_at_k(ranked, relevant, NDCG_K))
         recalls.append(recall_at_k(documents_by_best_chunk(deep, label), relevant, RECALL_K))
         kept.append(top.match is not None and top.match.verdict != NONE)  # as the user sees it: 10 hits
+        for hit, name in _labelled_documents(top, label):
+            seen = kept[-1] and not hit.below_floor
+            if relevant.get(name, 0) > 0:
+                shown[seen] += 1
+            else:
+                hidden[not seen] += 1
         without = without_documents(deep, {d for d, grade in relevant.items() if grade > 0}, label, model, text)
         no_answer.append(without.verdict == NONE)
         no_answer_semantic.append(without.semantic is not True)
@@ -340,6 +361,8 @@ def evaluate_mode(
         off_topic_none=sum(off_topic_none) / len(off_topic_none) if off_topic_none else None,
         off_topic_queries=len(off_topic_none),
         per_query_ndcg=per_query,
+        relevant_shown=shown[True] / shown.total() if shown.total() else 1.0,
+        unrelated_hidden=hidden[True] / max(1, hidden.total()),
     )
 
 

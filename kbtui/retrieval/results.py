@@ -90,6 +90,8 @@ class Hit:
     # How well this chunk answers, 0..1 on one scale for every query (see matching.relevance).
     relevance: float | None = None
     similarity: float | None = None  # its own cosine similarity to the query (None: no vector)
+    # Its relevance is below the model's similarity floor: unrelated, hidden unless asked for.
+    below_floor: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,4 @@ class SearchResponse:
     elapsed_ms: float = 0.0
     explain: SearchExplain | None = None
     match: MatchSignal | None = None  # None only when the search itself failed
+    hidden: int = 0  # hits left out as below the similarity floor (Hit.below_floor)

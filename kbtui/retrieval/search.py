@@ -74,8 +74,10 @@ class SearchRequest:
     fusion: str | None = None  # None: the configured strategy
     per_document: bool = False  # one hit per document (its best chunk), up to ``limit`` documents
     # Drop hits whose relevance (Hit.relevance: 0..1, comparable across queries) is below this.
+    # None: hide those below the model's similarity floor, and count them (SearchResponse.hidden).
     min_relevance: float | None = None
-    # Keep hits even when nothing matched (eval measures the arms' raw rankings).
+    # Keep hits even when nothing matched or they are below the floor (eval measures the
+    # arms' raw rankings; such hits say so in Hit.below_floor).
     keep_unmatched: bool = False
 
 
@@ -212,6 +214,11 @@ class SearchService:
         highlighter = QueryHighlighter.for_query(request.query)
         similarities = self._similarities(selected, vector_arm)
         hits = []
+        hidden = 0
+        # With a floor known and both arms up, a hit the lexical arm did not find, as far in
+        # meaning as an off-topic question's best, is unrelated: left out, counted. (Hits the
+        # lexical arm found stay: on long queries a relevant one may hold few of the words.)
+        floor = match.similarity_floor if not arm_down and request.min_relevance is None else None
         whole_words = False  # some passage shown holds every content word of the query
         for chunk_id, score in selected:
             row = rows.get(chunk_id)
@@ -224,6 +231,10 @@ class SearchService:
             whole_words = whole_words or coverage >= 1.0
             hit_relevance = relevance(similarity, coverage)
             if request.min_relevance is not None and hit_relevance < request.min_relevance:
+                continue
+            below_floor = floor is not None and similarity is not None and lexical_hit is None and hit_relevance < floor
+            if below_floor and not request.keep_unmatched:
+                hidden += 1
                 continue
             hits.append(
                 Hit(
@@ -249,13 +260,14 @@ class SearchService:
                     more_in_document=more.get(chunk_id, 0),
                     relevance=hit_relevance,
                     similarity=similarity,
+                    below_floor=below_floor,
                 )
             )
         if match.lexical and match.semantic is False:
             # Words found, meaning far: they count only as a whole (kbtui.retrieval.matching).
             match = replace(match, words_together=whole_words)
             if match.verdict == NO_MATCH and not request.keep_unmatched and not arm_down:
-                hits = []
+                hits, hidden = [], 0
         if request.expand_neighbors:
             hits = [self._with_neighbours(hit) for hit in hits]
         timings["hydrate_ms"] = (time.perf_counter() - hydrate_started) * 1000
@@ -270,7 +282,7 @@ class SearchService:
             timings_ms={k: round(v, 3) for k, v in timings.items()},
             vector_weight=round(alpha, 3) if alpha is not None and strategy == "convex" else None,
         )
-        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain, match)
+        return SearchResponse(hits, degraded, (time.perf_counter() - started) * 1000, explain, match, hidden)
 
     # ------------------------------------------------------------ scope
 

@@ -99,6 +99,28 @@ def test_an_off_topic_question_sharing_an_ordinary_word_finds_nothing_and_a_look
     assert again is not None and again.verdict == NONE
 
 
+def test_an_exact_match_shows_its_hit_and_hides_the_unrelated_ones_after_it_counted(local_node, tmp_path):
+    from kbtui.api.shapes import search_json, search_response
+    from tests.retrieval.conftest import add_and_index
+
+    for name, text in {**OPERATIONS, **RUNBOOKS}.items():
+        add_and_index(local_node, tmp_path, name, text)
+    found = local_node.search("ZX_RETRY_4411", "DEFAULT")
+    # The identifier's passage, and none of the five that neither hold it nor mean anything like it.
+    assert found.match.verdict == EXACT
+    assert [h.text for h in found.hits] == [OPERATIONS["builds.md"].split("\n\n", 1)[1]]
+    assert found.hidden == 5
+    # An explicit --min-score is the operator's own threshold: everything above it, nothing hidden.
+    every = local_node.search("ZX_RETRY_4411", "DEFAULT", min_relevance=0.0)
+    assert len(every.hits) == 6 and every.hidden == 0
+    assert every.hits[0].text == found.hits[0].text
+    # A real question keeps the passages close in meaning.
+    question = local_node.search("where are the backups kept and how are they encrypted", "DEFAULT")
+    assert "backups" in question.hits[0].text and question.hidden < 6
+    # The API says how many it hid.
+    assert search_response(search_json(found, explain=False)).hidden == 5
+
+
 def test_the_cli_says_nothing_matched_and_the_json_carries_the_signal(run_cli, tmp_path):
     write(tmp_path / "a.md", "# Alpha\n\nThe zebracorn budget is confidential.")
     assert run_cli("add", str(tmp_path / "a.md")).code == 0
@@ -109,6 +131,7 @@ def test_the_cli_says_nothing_matched_and_the_json_carries_the_signal(run_cli, t
     assert "no exact matches, showing related passages" in run_cli("search", "xqzvbl", "--format", "table").out
     found = json.loads(run_cli("search", "zebracorn", "--json").out)
     assert found["match"]["verdict"] == EXACT and found["hits"][0]["relevance"] == 1.0
+    assert found["hidden_below_floor"] == 0  # no floor known for the hash embedder: nothing hidden
 
 
 def test_the_verdict_reads_both_signals():

@@ -206,6 +206,8 @@ class SearchScreen(KbtuiScreen):
         )
         count = len(response.hits)
         summary = f"{count} hit{'s' if count != 1 else ''} in {self.scope_name}"
+        if response.hidden:
+            summary += f" · {response.hidden} unrelated hidden (below the similarity floor)"
         if self.options.show_timings:
             summary += f" · {response.elapsed_ms:.0f} ms"
         verdict = response.match.verdict if response.match is not None else None
