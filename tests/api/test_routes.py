@@ -88,7 +88,7 @@ def test_every_document_route(served, tmp_path):
     assert refused.status_code == 400 and "canary" not in refused.text
     hits = served.http.post("/search", json={"query": "pangolin", "collection": "OPS", "limit": 5}).json()
     assert {h["document_id"] for h in hits["hits"]} == set(ids)
-    assert set(hits) == {"hits", "degraded", "elapsed_ms", "match"} and hits["match"]["verdict"] == "exact"
+    assert set(hits) == {"hits", "degraded", "elapsed_ms", "match", "hidden_below_floor"} and hits["match"]["verdict"] == "exact"
     nothing = served.http.post("/search", json={"query": "qqxzzv", "collection": "OPS"}).json()
     assert nothing["match"]["lexical"] is False
     everywhere = served.http.post("/search", json={"query": "pangolin", "collection": "*", "per_document": True}).json()
