@@ -122,15 +122,13 @@ def quiet_notice(degraded: Sequence[str], verdict: str | None, hidden: int = 0) 
     elif verdict == "none":
         parts.append("nothing matched")
     if hidden:
-        parts.append(hidden_note(hidden).removeprefix(" · "))
+        parts.append(hidden_note(hidden))
     return "; ".join(parts)
 
 
 def hidden_note(hidden: int) -> str:
-    """The count of hits left out as below the similarity floor, after a result line."""
-    if not hidden:
-        return ""
-    return f" · {hidden} unrelated hidden (below the similarity floor; --min-score 0 shows them)"
+    """The count of hits left out as below the similarity floor."""
+    return f"{hidden} unrelated hidden (below the similarity floor; --min-score 0 shows them)"
 
 
 def _parse(argv: list[str]) -> tuple[str, str | None, int | None, bool, float | None, bool] | None:

@@ -126,7 +126,7 @@ def search(
     unit = "chunk" if chunks else "document"
     count = len(response.hits)
     took = f"{count} {unit}{'s' if count != 1 else ''} in {response.elapsed_ms:.0f} ms"
-    stdout.print(f"[dim]{took}{hidden_note(response.hidden)}[/]")
+    stdout.print(f"[dim]{took} · {hidden_note(response.hidden)}[/]" if response.hidden else f"[dim]{took}[/]")
     return 0
 
 

@@ -362,7 +362,7 @@ def evaluate_mode(
         off_topic_queries=len(off_topic_none),
         per_query_ndcg=per_query,
         relevant_shown=shown[True] / shown.total() if shown.total() else 1.0,
-        unrelated_hidden=hidden[True] / max(1, hidden.total()),
+        unrelated_hidden=hidden[True] / hidden.total() if hidden.total() else 0.0,
     )
 
 

@@ -7,8 +7,6 @@ terminal. Here ``?`` is docked at the right, beside the palette's key.
 
 from __future__ import annotations
 
-import asyncio
-
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.widgets import Footer
@@ -25,13 +23,6 @@ class KeysFooter(Footer):
 
     def __init__(self) -> None:
         super().__init__(show_command_palette=False)  # shown on the right, beside ?
-        self._recomposing = asyncio.Lock()
-
-    async def recompose(self) -> None:
-        # Two binding changes in one refresh recompose twice; overlapped, the second
-        # mounts its #footer-right before the first's is removed (DuplicateIds).
-        async with self._recomposing:
-            await super().recompose()
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
