@@ -80,6 +80,11 @@ def main() -> None:
     parser.add_argument("--home", type=Path)
     parser.add_argument("--compare-rules", nargs="+", metavar="SET",
                         help="only compare vector-weight rules over these sets' written per-query results")
+    parser.add_argument("--leave-one-out", nargs="+", metavar="SET",
+                        help="validate the vector-weight rule leave-one-set-out over these development sets' "
+                             "written per-query results")
+    parser.add_argument("--held-out", nargs="*", default=[], metavar="SET",
+                        help="with --leave-one-out: sets never fitted on, scored with the rule fitted on all the others")
     parser.add_argument("--cache", type=Path, default=platformdirs.user_cache_path("kbtui") / "retrieval-study")
     parser.add_argument("--fp32", action="store_true")
     parser.add_argument("--opening-weight", type=float, default=0.0,
@@ -88,6 +93,9 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.compare_rules:
         compare_weight_rules(args.cache, args.compare_rules)
+        return
+    if args.leave_one_out:
+        leave_one_set_out(args.cache, args.leave_one_out, args.held_out)
         return
     if args.beir is None or args.home is None:
         parser.error("--beir and --home are required (or --compare-rules)")
@@ -292,7 +300,8 @@ def study_rules():
             unlisted = pool - len(lex) if plan.ranked else 0
             if not lex or not vec:
                 return lex or vec
-            alpha = f.vector_weight(vec[0][1], "all-MiniLM-L6-v2-int8")
+            words = sum(w not in STOP_WORDS for w in parse_query(text).words)  # as search counts them
+            alpha = f.vector_weight(vec[0][1], "all-MiniLM-L6-v2-int8", words)
             return f.fuse(strategy, f.ArmResult("lexical", lex, max(0, unlisted)), f.ArmResult("vector", vec), alpha=alpha)
 
         return rule
@@ -357,6 +366,44 @@ def compare_weight_rules(cache: Path, names: list[str]) -> None:
                 cells.append(np.mean([r[f"a{min(WEIGHTS, key=lambda w: abs(w - rule(r)))}"] for r in rows]))
         print(f"{rule_name:<36} " + " ".join(f"{c:.3f}" for c in cells))
     print("columns: nDCG@10 of " + ", ".join(names) + "; known-item MRR of " + ", ".join(names))
+
+
+def length_rule_weight(row: dict, midpoint: float, slope: float) -> float:
+    """The shipped rule's family (kbtui.retrieval.fusion.vector_weight) with
+    its two constants free, snapped to the weights measured per query."""
+    length = slope * (fusion_module.LENGTH_PIVOT - row["content_words"]) if row["content_words"] >= 2 else 0.0
+    low, high = fusion_module.ALPHA_RANGE
+    alpha = min(high, max(low, 0.5 + row["top_cos"] - midpoint + length))
+    return min(WEIGHTS, key=lambda w: abs(w - alpha))
+
+
+def leave_one_set_out(cache: Path, development: list[str], held_out: list[str]) -> None:
+    """Fit the rule's midpoint and length slope on every development set but
+    one (the mean of the sets' nDCG@10), score it on the one left out; the
+    held-out sets are scored with the constants fitted on all development
+    sets. Beside it: the shipped constants and both arms on the same pools."""
+    names = development + held_out
+    per_query = {n: [r for r in json.loads((cache / f"{n}-per-query.json").read_text()) if r["top_cos"] is not None]
+                 for n in names}
+    arms = {n: json.loads((cache / f"{n}-results.json").read_text()) for n in names}
+    grid = [(m, c) for m in (0.45, 0.50, 0.55, 0.60, 0.65) for c in (0.0, 0.01, 0.02, 0.03, 0.04)]
+
+    def score(name: str, midpoint: float, slope: float) -> float:
+        rows = per_query[name]
+        return float(np.mean([r[f"a{length_rule_weight(r, midpoint, slope)}"] for r in rows]))
+
+    def fit(on: list[str]) -> tuple[float, float]:
+        return max(grid, key=lambda mc: np.mean([score(n, *mc) for n in on]))
+
+    shipped = (fusion_module.SIMILARITY_MIDPOINTS["all-MiniLM-L6-v2-int8"], fusion_module.LENGTH_SLOPE)
+    print(f"{'left out':<12} {'fitted on the others':<22} {'nDCG@10':>8} {'shipped':>8} {'lexical':>8} {'vector':>8}")
+    for name in names:
+        midpoint, slope = fit([n for n in development if n != name])
+        kind = " (held out)" if name in held_out else ""
+        print(f"{name + kind:<12} {f'midpoint {midpoint:.2f}, slope {slope:.2f}':<22} {score(name, midpoint, slope):>8.3f} "
+              f"{score(name, *shipped):>8.3f} {arms[name]['lexical arm']:>8.3f} {arms[name]['vector arm (pool)']:>8.3f}")
+    print(f"shipped: midpoint {shipped[0]:.2f}, slope {shipped[1]:.2f}; weights snapped to "
+          f"{', '.join(map(str, WEIGHTS))}; grid: midpoint .45-.65, slope 0-.04")
 
 
 # Queries that mean nothing in an English software or engineering corpus.
