@@ -52,8 +52,6 @@ MAX_HEADING_LINES = 3
 # (at most two spaces in, for zlib's right-aligned numbers), then the heading.
 NUMBERED = re.compile(r"^ {0,2}(\d+(?:\.\d+)*)\.?[ \t]+(\S.*)$")
 RULE = re.compile(r"^[-_=~]{10,}\s*$")
-# A heading is asked as a query only when it is a question: a section titled
-# "GNU sed v1.03" or "More detailed explanation" stays a passage only.
 
 
 @dataclass(frozen=True)
@@ -139,6 +137,8 @@ def entries(source: Source) -> list[Entry]:
 
 
 def is_question(heading: str) -> bool:
+    """A heading is asked as a query only when it is a question: a section
+    titled "GNU sed v1.03" or "More detailed explanation" stays a passage only."""
     return "?" in heading or heading.split()[0].lower() in QUESTION_OPENERS
 
 
